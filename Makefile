@@ -1,0 +1,42 @@
+# Everything a person does with leadline is a make target.  The virtual environment is
+# created on demand; PY picks the interpreter, VENV where its environment lives.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SOURCES := $(shell find src -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.pyi' -o -name '*.js' -o -name '*.css') setup.py pyproject.toml
+
+.PHONY: all venv build demo test lint bench clean
+
+all: build
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): $(BIN)/python $(SOURCES)
+	$(BIN)/python -m pip install -q ".[dev]"
+	@touch $(STAMP)
+
+venv build: $(STAMP)
+
+demo: build
+	@mkdir -p demo-output
+	$(BIN)/leadline trace -o demo-output/demo.lead examples/demo.py
+	$(BIN)/leadline report demo-output/demo.lead --limit 15
+	$(BIN)/leadline report demo-output/demo.lead --html -o demo-output/demo.html
+	@echo "HTML report: demo-output/demo.html"
+
+test: build
+	cd tests && ../$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: build
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+
+bench: build
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+clean:
+	rm -rf build .venv .venv-* demo-output src/*.egg-info
