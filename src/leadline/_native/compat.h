@@ -1,0 +1,81 @@
+/* Every Python-version difference that the native core depends on, in one place.
+ *
+ * The portable shim header that other extensions vendor is not published on any package
+ * registry this project installs from, so the handful of shims leadline needs are written
+ * here instead, each next to the versions it covers. */
+#ifndef LEADLINE_COMPAT_H
+#define LEADLINE_COMPAT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+
+#if PY_VERSION_HEX < 0x030A0000 || PY_VERSION_HEX >= 0x030E0000
+#  error "leadline supports CPython 3.10 to 3.13"
+#endif
+
+/* 3.12 introduced PEP 669 (sys.monitoring); before it the tracer uses PyEval_SetProfile. */
+#if PY_VERSION_HEX >= 0x030C0000
+#  define LL_HAVE_MONITORING 1
+#else
+#  define LL_HAVE_MONITORING 0
+#endif
+
+/* Per-code-object scratch slot (co_extra), renamed to the PyUnstable_ API in 3.12. */
+#if PY_VERSION_HEX >= 0x030C0000
+#  define LL_Code_GetExtra PyUnstable_Code_GetExtra
+#  define LL_Code_SetExtra PyUnstable_Code_SetExtra
+#  define LL_RequestCodeExtraIndex PyUnstable_Eval_RequestCodeExtraIndex
+#else
+#  define LL_Code_GetExtra _PyCode_GetExtra
+#  define LL_Code_SetExtra _PyCode_SetExtra
+#  define LL_RequestCodeExtraIndex _PyEval_RequestCodeExtraIndex
+#endif
+
+/* The co_extra slots, read inline on every event instead of through a call to
+ * _PyCode_GetExtra.  The layout is _PyCodeObjectExtra from Include/internal/pycore_code.h,
+ * unchanged from 3.6 to 3.13. */
+typedef struct {
+    Py_ssize_t ce_size;
+    void *ce_extras[1];
+} ll_code_extra;
+
+static inline void *ll_code_extra_get(PyObject *code, Py_ssize_t index) {
+    ll_code_extra *e = (ll_code_extra *)((PyCodeObject *)code)->co_extra;
+    return (e && index < e->ce_size) ? e->ce_extras[index] : NULL;
+}
+
+/* An instruction offset given to sys.monitoring callbacks as an int; small and compact. */
+#if PY_VERSION_HEX >= 0x030C0000
+static inline long ll_small_long(PyObject *o) {
+    if (PyLong_CheckExact(o) && _PyLong_IsCompact((PyLongObject *)o))
+        return (long)_PyLong_CompactValue((PyLongObject *)o);
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+    return v;
+}
+#endif
+
+#if !LL_HAVE_MONITORING
+/* The code object and last instruction (in 2-byte code units) of a frame seen by a
+ * PyEval_SetProfile hook.  The returned code is a borrowed reference. */
+static inline PyCodeObject *ll_frame_code(PyFrameObject *f) {
+#  if PY_VERSION_HEX >= 0x030B0000
+    PyCodeObject *c = PyFrame_GetCode(f); /* new reference; the frame keeps its own */
+    Py_DECREF(c);
+    return c;
+#  else
+    return f->f_code;
+#  endif
+}
+static inline int ll_frame_lasti(PyFrameObject *f) {
+#  if PY_VERSION_HEX >= 0x030B0000
+    int b = PyFrame_GetLasti(f); /* bytes, or -1 */
+    return b < 0 ? -1 : b / 2;
+#  else
+    return f->f_lasti; /* 3.10 keeps it in code units */
+#  endif
+}
+#endif
+
+#endif

@@ -1,0 +1,47 @@
+/* leadline._native: the module object.  Its whole surface is typed in _native.pyi. */
+#include "leadline.h"
+
+int ll_tracer_init(void);
+
+static PyObject *tick_ns(PyObject *module, PyObject *unused) {
+    return PyFloat_FromDouble(ll_tick_ns_calibrated());
+}
+
+static PyObject *ticks(PyObject *module, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(ll_ticks());
+}
+
+static PyMethodDef module_methods[] = {
+    {"decode_events", ll_decode_events, METH_VARARGS,
+     "decode_events(payload) -> [(number, kind, func, t, rss_pages, heap, offset)]"},
+    {"decode_rss", ll_decode_rss, METH_VARARGS, "decode_rss(payload) -> (times, rss_pages)"},
+    {"tick_ns", tick_ns, METH_NOARGS, "Nanoseconds per clock tick (calibrated once)."},
+    {"ticks", ticks, METH_NOARGS, "The event clock now, in ticks."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "leadline._native", "leadline's native core.", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    if (ll_tracer_init() < 0) {
+        PyErr_SetString(PyExc_ImportError, "leadline: cannot initialise the tracer");
+        return NULL;
+    }
+    if (PyType_Ready(&LLSession_Type) < 0 || PyType_Ready(&LLHook_Type) < 0 ||
+        PyType_Ready(&LLAggregator_Type) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "Session", (PyObject *)&LLSession_Type) < 0 ||
+        PyModule_AddObjectRef(m, "Aggregator", (PyObject *)&LLAggregator_Type) < 0 ||
+        PyModule_AddStringConstant(m, "CLOCK", LL_CLOCK_NAME) < 0 ||
+        PyModule_AddIntConstant(m, "MONITORING", LL_HAVE_MONITORING) < 0 ||
+        PyModule_AddIntConstant(m, "FORMAT_MAJOR", LL_FORMAT_MAJOR) < 0 ||
+        PyModule_AddIntConstant(m, "FORMAT_MINOR", LL_FORMAT_MINOR) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

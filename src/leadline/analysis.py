@@ -1,0 +1,284 @@
+"""From a capture to a profile: the call tree, per-function totals, the memory timeline.
+
+The native Aggregator folds events into a call tree; everything here works on that tree, whose
+size is the number of distinct call paths, not the number of events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import _native
+from .capture import Capture, Function, Progress
+from .errors import LeadlineError
+
+SORT_KEYS = {
+    "calls": "calls",
+    "incl": "incl_ns",
+    "self": "self_ns",
+    "rss": "incl_rss",
+    "self-rss": "self_rss",
+    "heap": "incl_heap",
+    "self-heap": "self_heap",
+    "peak": "peak_growth",
+}
+
+TIMELINE_POINTS = 2000
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Node:
+    id: int
+    parent: int
+    func: int
+    thread: int
+    calls: int
+    incl_ns: int
+    self_ns: int
+    incl_rss: int
+    self_rss: int
+    incl_heap: int
+    self_heap: int
+    peak_growth: int
+    peak_rss: int
+
+
+@dataclass
+class FunctionStats:
+    func: Function
+    calls: int = 0
+    incl_ns: int = 0
+    self_ns: int = 0
+    incl_rss: int = 0
+    self_rss: int = 0
+    incl_heap: int = 0
+    self_heap: int = 0
+    peak_rss: int = 0
+    peak_growth: int = 0
+
+
+@dataclass
+class Mover:
+    func: int
+    thread: int
+    start_ns: int
+    end_ns: int
+    rss_delta: int
+
+
+@dataclass
+class TraceProfile:
+    capture: Capture
+    nodes: list[Node]
+    functions: list[FunctionStats]
+    timeline: list[tuple[int, int]]
+    movers: list[Mover]
+    threads: list[tuple[int, str, int]]  # serial, name, events
+    duration_ns: int
+    events: int
+    recorded: int
+    peak_rss: int
+    start_rss: int
+    end_rss: int
+    unmatched: int
+
+    def sorted_functions(self, key: str = "incl") -> list[FunctionStats]:
+        attr = SORT_KEYS.get(key)
+        if attr is None:
+            raise LeadlineError(f"unknown sort key {key!r} (one of: {', '.join(SORT_KEYS)})")
+        return sorted(self.functions, key=lambda f: (-abs(getattr(f, attr)), f.func.name))
+
+
+def analyse(cap: Capture, progress: Progress | None = None) -> TraceProfile:
+    page = cap.page_size
+    tick = cap.tick_ns
+    agg = _native.Aggregator(cap.timeline_t.tobytes(), cap.timeline_rss.tobytes())
+    for stream, payload in cap.event_payloads(progress):
+        try:
+            agg.feed(stream, payload)
+        except ValueError:
+            cap.damage = "an event chunk cannot be decoded"
+            break
+    raw_nodes, raw_movers, raw_threads = agg.finish()
+
+    nodes = [
+        Node(
+            id=n[0],
+            parent=n[1],
+            func=n[2],
+            thread=n[3],
+            calls=n[4],
+            incl_ns=int(n[5] * tick),
+            self_ns=int(n[6] * tick),
+            incl_rss=n[7] * page,
+            self_rss=n[8] * page,
+            incl_heap=n[9],
+            self_heap=n[10],
+            peak_growth=n[11] * page,
+            peak_rss=n[12] * page,
+        )
+        for n in raw_nodes
+    ]
+    functions = _function_totals(cap, nodes)
+
+    last_t = max((t[2] for t in raw_threads), default=cap.t_start)
+    if cap.end:
+        last_t = max(last_t, int(cap.end.get("t_end", last_t)))
+    if len(cap.timeline_t):
+        last_t = max(last_t, cap.timeline_t[-1])
+    duration = cap.ns(last_t)
+    rss_values = [v * page for v in cap.timeline_rss]
+    events = sum(t[3] for t in raw_threads)
+    recorded = events
+    if cap.end:
+        events = int(cap.end.get("events", events))
+        recorded = int(cap.end.get("recorded", recorded))
+    peak_candidates = rss_values + [n.peak_rss for n in nodes]
+    return TraceProfile(
+        capture=cap,
+        nodes=nodes,
+        functions=functions,
+        timeline=_downsample(cap, rss_values),
+        movers=sorted(
+            (Mover(m[0], m[1], cap.ns(m[2]), cap.ns(m[3]), m[4] * page) for m in raw_movers),
+            key=lambda m: -abs(m.rss_delta),
+        ),
+        threads=[(t[0], cap.thread_name(t[0]), t[3]) for t in sorted(raw_threads)],
+        duration_ns=max(duration, 0),
+        events=events,
+        recorded=recorded,
+        peak_rss=max(peak_candidates, default=0),
+        start_rss=rss_values[0] if rss_values else 0,
+        end_rss=rss_values[-1] if rss_values else 0,
+        unmatched=sum(t[4] for t in raw_threads),
+    )
+
+
+def _function_totals(cap: Capture, nodes: list[Node]) -> list[FunctionStats]:
+    """Per-function totals.  Inclusive figures count only the outermost activation of a
+    recursive function, so that time spent in fib(10) inside fib(11) is not counted twice."""
+    stats: dict[int, FunctionStats] = {}
+    # Parents are always created before their children, so one forward pass sees every
+    # ancestor first.  path_funcs[i] is the set of functions on the path to node i.
+    path_funcs: list[frozenset[int]] = []
+    for n in nodes:
+        above = path_funcs[n.parent] if n.parent >= 0 else frozenset()
+        recursive = n.func in above
+        path_funcs.append(above if recursive else above | {n.func})
+        s = stats.get(n.func)
+        if s is None:
+            s = stats[n.func] = FunctionStats(cap.function(n.func))
+        s.calls += n.calls
+        s.self_ns += n.self_ns
+        s.self_rss += n.self_rss
+        s.self_heap += n.self_heap
+        if not recursive:
+            s.incl_ns += n.incl_ns
+            s.incl_rss += n.incl_rss
+            s.incl_heap += n.incl_heap
+        s.peak_rss = max(s.peak_rss, n.peak_rss)
+        s.peak_growth = max(s.peak_growth, n.peak_growth)
+    return list(stats.values())
+
+
+def _downsample(cap: Capture, rss_values: list[int]) -> list[tuple[int, int]]:
+    """At most TIMELINE_POINTS points, keeping each bucket's maximum so peaks survive."""
+    times = [cap.ns(t) for t in cap.timeline_t]
+    if len(times) <= TIMELINE_POINTS:
+        return list(zip(times, rss_values))
+    span = max(times[-1] - times[0], 1)
+    buckets: dict[int, tuple[int, int]] = {}
+    for t, v in zip(times, rss_values):
+        b = (t - times[0]) * (TIMELINE_POINTS - 1) // span
+        cur = buckets.get(b)
+        if cur is None or v > cur[1]:
+            buckets[b] = (t, v)
+    return [buckets[b] for b in sorted(buckets)]
+
+
+def to_json(p: TraceProfile, limit: int | None = None, sort: str = "incl") -> dict[str, Any]:
+    """The report's machine form; its schema is documented in docs/report-json.md."""
+    cap = p.capture
+    funcs = p.sorted_functions(sort)
+    if limit:
+        funcs = funcs[:limit]
+    return {
+        "schema": SCHEMA_VERSION,
+        "meta": {
+            k: cap.meta.get(k)
+            for k in (
+                "argv",
+                "python_version",
+                "pid",
+                "host",
+                "start_unix_ns",
+                "mode",
+                "options",
+                "leadline_version",
+            )
+        },
+        "summary": {
+            "duration_ns": p.duration_ns,
+            "events": p.events,
+            "recorded": p.recorded,
+            "threads": len(p.threads),
+            "complete": cap.complete,
+            "damage": cap.damage,
+            "unused_bytes": cap.unused_bytes,
+            "peak_rss": p.peak_rss,
+            "start_rss": p.start_rss,
+            "end_rss": p.end_rss,
+            "unmatched_returns": p.unmatched,
+            "capture_bytes": cap.size,
+        },
+        "functions": [
+            {
+                "id": f.func.id,
+                "kind": f.func.kind,
+                "file": f.func.file,
+                "name": f.func.name,
+                "line": f.func.line,
+                "calls": f.calls,
+                "incl_ns": f.incl_ns,
+                "self_ns": f.self_ns,
+                "incl_rss": f.incl_rss,
+                "self_rss": f.self_rss,
+                "incl_heap": f.incl_heap,
+                "self_heap": f.self_heap,
+                "peak_rss": f.peak_rss,
+                "peak_growth": f.peak_growth,
+            }
+            for f in funcs
+        ],
+        "nodes": [
+            {
+                "id": n.id,
+                "parent": n.parent,
+                "func": n.func,
+                "thread": n.thread,
+                "calls": n.calls,
+                "incl_ns": n.incl_ns,
+                "self_ns": n.self_ns,
+                "incl_rss": n.incl_rss,
+                "self_rss": n.self_rss,
+                "incl_heap": n.incl_heap,
+                "self_heap": n.self_heap,
+                "peak_growth": n.peak_growth,
+            }
+            for n in p.nodes
+        ],
+        "threads": [{"serial": s, "name": name, "events": ev} for s, name, ev in p.threads],
+        "timeline": [[t, v] for t, v in p.timeline],
+        "movers": [
+            {
+                "func": m.func,
+                "thread": m.thread,
+                "start_ns": m.start_ns,
+                "end_ns": m.end_ns,
+                "rss_delta": m.rss_delta,
+            }
+            for m in p.movers
+        ],
+    }

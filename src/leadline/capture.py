@@ -1,0 +1,319 @@
+"""Reading a capture file (docs/format.md): header, chunks, definitions, salvage.
+
+The reader makes one pass over chunk headers to load the small parts (metadata, strings,
+functions, threads, the RSS timeline) and to index the event chunks, then streams event
+payloads on demand, so memory stays bounded whatever the capture's size.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import json
+import struct
+import zlib
+from array import array
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from . import _native
+from .errors import LeadlineError
+
+MAGIC = b"LEADLINE"
+CHUNK_MAGIC = b"LLCK"
+HEADER = struct.Struct("<8sHHI")
+CHUNK = struct.Struct("<4sBBHIIQ")
+
+META, STRINGS, FUNCS, THREADS, EVENTS, RSS, END = range(1, 8)
+KIND_NAMES = {0: "CALL", 1: "RETURN", 2: "C_CALL", 3: "C_RETURN", 4: "C_EXCEPT"}
+CALL_KINDS = (0, 2)
+
+Progress = Callable[[int, int], None]
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise ValueError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _unzigzag(v: int) -> int:
+    return (v >> 1) ^ -(v & 1)
+
+
+@dataclass
+class Function:
+    id: int
+    kind: str  # "py" or "c"
+    file: str
+    name: str
+    line: int
+    offsets: list[int] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+
+    def line_at(self, offset: int) -> int:
+        """Source line of an instruction offset (code units), from the recorded line table."""
+        if offset < 0 or not self.offsets:
+            return self.line
+        i = bisect.bisect_right(self.offsets, offset) - 1
+        return self.lines[i] if i >= 0 else self.line
+
+    @property
+    def label(self) -> str:
+        if self.kind == "c":
+            return f"{self.name} [{self.file}]" if self.file not in ("", "builtins") else self.name
+        return self.name
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}" if self.kind == "py" else f"<{self.file or 'builtin'}>"
+
+
+@dataclass
+class EventChunk:
+    offset: int
+    length: int
+    stream: int
+
+
+class Capture:
+    """An open capture.  Raises LeadlineError (one line) for anything it cannot read."""
+
+    def __init__(self, path: str | Path, progress: Progress | None = None) -> None:
+        self.path = Path(path)
+        try:
+            self._f: BinaryIO = open(self.path, "rb")  # noqa: SIM115 - closed by close()
+        except FileNotFoundError:
+            raise LeadlineError(f"{self.path}: no such file") from None
+        except IsADirectoryError:
+            raise LeadlineError(f"{self.path}: is a directory, not a capture") from None
+        except OSError as e:
+            raise LeadlineError(f"{self.path}: cannot read ({e.strerror})") from None
+        self.size = self.path.stat().st_size
+        self.meta: dict[str, Any] = {}
+        self.end: dict[str, Any] | None = None
+        self.strings: dict[int, str] = {0: ""}
+        self.functions: dict[int, Function] = {}
+        self.threads: dict[int, tuple[int, int]] = {}  # serial -> (native tid, python ident)
+        self.event_chunks: list[EventChunk] = []
+        self._crcs: list[int] = []
+        self.timeline_t = array("Q")
+        self.timeline_rss = array("Q")
+        self.damage: str | None = None  # why reading stopped early, if it did
+        self.unused_bytes = 0
+        try:
+            self._scan(progress)
+        except BaseException:
+            self._f.close()
+            raise
+
+    # -- structure ------------------------------------------------------------
+    def _scan(self, progress: Progress | None) -> None:
+        head = self._f.read(HEADER.size)
+        if len(head) < HEADER.size or head[:8] != MAGIC:
+            raise LeadlineError(f"{self.path}: not a leadline capture")
+        _, major, minor, _ = HEADER.unpack(head)
+        if major > _native.FORMAT_MAJOR:
+            raise LeadlineError(
+                f"{self.path}: written by a newer leadline (capture format {major}.{minor}; "
+                f"this leadline reads {_native.FORMAT_MAJOR}.x)"
+            )
+        pos = HEADER.size
+        last_report = 0
+        while pos < self.size:
+            self._f.seek(pos)
+            raw = self._f.read(CHUNK.size)
+            if len(raw) < CHUNK.size:
+                self._damaged(pos, "the last chunk header is cut short")
+                break
+            magic, kind, _flags, _res, length, crc, stream = CHUNK.unpack(raw)
+            if magic != CHUNK_MAGIC:
+                self._damaged(pos, "a chunk header is corrupt")
+                break
+            start = pos + CHUNK.size
+            if start + length > self.size:
+                self._damaged(pos, "the last chunk is cut short (the writer was stopped)")
+                break
+            if kind == EVENTS:
+                # Verified when streamed; an index entry is all the scan keeps.
+                self.event_chunks.append(EventChunk(start, length, stream))
+                self._crcs.append(crc)
+            else:
+                payload = self._f.read(length)
+                if zlib.crc32(payload) != crc:
+                    self._damaged(pos, "a chunk's checksum does not match")
+                    break
+                try:
+                    self._load(kind, payload)
+                except (ValueError, UnicodeDecodeError, json.JSONDecodeError):
+                    self._damaged(pos, "a definition chunk cannot be decoded")
+                    break
+            pos = start + length
+            if progress and pos - last_report > (1 << 24):
+                progress(pos, self.size)
+                last_report = pos
+        if not self.meta:
+            raise LeadlineError(f"{self.path}: capture has no metadata (nothing was recorded)")
+
+    def _damaged(self, pos: int, why: str) -> None:
+        self.damage = why
+        self.unused_bytes = self.size - pos
+
+    def _load(self, kind: int, payload: bytes) -> None:
+        if kind == META:
+            self.meta = json.loads(payload)
+        elif kind == END:
+            self.end = json.loads(payload)
+        elif kind == STRINGS:
+            pos = 0
+            while pos < len(payload):
+                sid, pos = _varint(payload, pos)
+                n, pos = _varint(payload, pos)
+                self.strings[sid] = payload[pos : pos + n].decode("utf-8", "replace")
+                pos += n
+        elif kind == FUNCS:
+            pos = 0
+            while pos < len(payload):
+                fid, pos = _varint(payload, pos)
+                fkind = payload[pos]
+                pos += 1
+                file_id, pos = _varint(payload, pos)
+                name_id, pos = _varint(payload, pos)
+                first, pos = _varint(payload, pos)
+                n, pos = _varint(payload, pos)
+                offsets, lines = [], []
+                off, line = 0, first
+                for _ in range(n):
+                    d_off, pos = _varint(payload, pos)
+                    d_line, pos = _varint(payload, pos)
+                    off += d_off
+                    line += _unzigzag(d_line)
+                    offsets.append(off)
+                    lines.append(line)
+                self.functions[fid] = Function(
+                    fid,
+                    "c" if fkind == 1 else "py",
+                    self.strings.get(file_id, "?"),
+                    self.strings.get(name_id, "?"),
+                    first,
+                    offsets,
+                    lines,
+                )
+        elif kind == THREADS:
+            pos = 0
+            while pos < len(payload):
+                serial, pos = _varint(payload, pos)
+                tid, pos = _varint(payload, pos)
+                ident, pos = _varint(payload, pos)
+                self.threads[serial] = (tid, ident)
+        elif kind == RSS:
+            times, values = _native.decode_rss(payload)
+            self.timeline_t.frombytes(times)
+            self.timeline_rss.frombytes(values)
+
+    # -- streaming ------------------------------------------------------------
+    def event_payloads(self, progress: Progress | None = None) -> Iterator[tuple[int, bytes]]:
+        """(thread serial, payload) of every readable event chunk, in file order."""
+        total = sum(c.length for c in self.event_chunks) or 1
+        done = 0
+        for chunk, crc in zip(self.event_chunks, self._crcs):
+            self._f.seek(chunk.offset)
+            payload = self._f.read(chunk.length)
+            if zlib.crc32(payload) != crc:
+                self.damage = "an event chunk's checksum does not match"
+                self.unused_bytes = max(self.unused_bytes, self.size - chunk.offset)
+                return
+            yield chunk.stream, payload
+            done += chunk.length
+            if progress:
+                progress(done, total)
+
+    def events(self) -> Iterator[tuple[int, tuple[int, int, int, int, int, int, int]]]:
+        """(thread serial, (number, kind, func, t, rss_pages, heap, offset)) in file order."""
+        for stream, payload in self.event_payloads():
+            try:
+                decoded = _native.decode_events(payload)
+            except ValueError:
+                self.damage = "an event chunk cannot be decoded"
+                return
+            for ev in decoded:
+                yield stream, ev
+
+    def events_by_time(self) -> Iterator[tuple[int, tuple[int, int, int, int, int, int, int]]]:
+        """Like events(), merged across threads by time, holding one chunk per thread."""
+        streams = sorted({c.stream for c in self.event_chunks})
+        if len(streams) <= 1:
+            yield from self.events()
+            return
+
+        def one(stream: int) -> Iterator[tuple[int, int, tuple[int, int, int, int, int, int, int]]]:
+            for chunk, crc in zip(self.event_chunks, self._crcs):
+                if chunk.stream != stream:
+                    continue
+                self._f.seek(chunk.offset)
+                payload = self._f.read(chunk.length)
+                if zlib.crc32(payload) != crc:
+                    self.damage = "an event chunk's checksum does not match"
+                    return
+                try:
+                    decoded = _native.decode_events(payload)
+                except ValueError:
+                    self.damage = "an event chunk cannot be decoded"
+                    return
+                for ev in decoded:
+                    yield ev[3], stream, ev
+
+        for _t, stream, ev in heapq.merge(*(one(s) for s in streams)):
+            yield stream, ev
+
+    # -- conveniences ---------------------------------------------------------
+    @property
+    def complete(self) -> bool:
+        return self.end is not None and self.damage is None
+
+    @property
+    def tick_ns(self) -> float:
+        src = self.end or self.meta
+        return float(src.get("tick_ns", 1.0))
+
+    @property
+    def t_start(self) -> int:
+        return int(self.meta.get("t_start", 0))
+
+    @property
+    def page_size(self) -> int:
+        return int(self.meta.get("page_size", 4096))
+
+    def ns(self, ticks: int) -> int:
+        """Nanoseconds since the start of recording."""
+        return int((ticks - self.t_start) * self.tick_ns)
+
+    def thread_name(self, serial: int) -> str:
+        tid, ident = self.threads.get(serial, (0, 0))
+        names: dict[str, str] = (self.end or {}).get("threads", {})
+        return names.get(str(ident)) or f"thread-{serial}"
+
+    def function(self, fid: int) -> Function:
+        f = self.functions.get(fid)
+        if f is None:
+            f = Function(fid, "py", "?", f"<unknown #{fid}>", 0)
+            self.functions[fid] = f
+        return f
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> Capture:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

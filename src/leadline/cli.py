@@ -1,0 +1,50 @@
+"""The `leadline` command line.  Each subcommand is one module in leadline.commands with
+`register(subparsers)` and `run(args) -> int`; help is generated from the parsers."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+from . import __version__
+from .commands import COMMANDS
+from .errors import LeadlineError
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors are one line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"leadline: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="leadline", description="Where a Python program's time and memory go.")
+    parser.add_argument("--version", action="version", version=f"leadline {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for module in COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        status: int = args.func(args)
+        return status
+    except LeadlineError as e:
+        print(f"leadline: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+def console_main() -> NoReturn:
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""`leadline log CAPTURE`: every recorded event, the classic log."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..render import RenderOptions
+from ..render.log import EventLog
+from ._common import render_capture
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("log", help="print every recorded event (Event, dEvent, Clock, What, "
+                       "File, #line, Function, RSS, dRSS)")
+    p.add_argument("capture", help="a .lead capture file")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument("-o", "--output", help="write here instead of standard output")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return render_capture(args.capture, EventLog(as_json=args.json), args.output, RenderOptions())

@@ -1,0 +1,56 @@
+"""The one interface every report and export implements.
+
+A renderer reads a capture and writes one output.  Adding a format is one new module with one
+class decorated by @register; the CLI's --format choices and help come from the registry.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import IO, ClassVar
+
+from ..capture import Capture, Progress
+from ..errors import LeadlineError
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    sort: str = "incl"
+    limit: int | None = None
+    color: bool | None = None  # None: decide from the terminal and NO_COLOR
+    width: int | None = None
+    progress: Progress | None = None
+
+
+class Renderer(ABC):
+    name: ClassVar[str]
+    extension: ClassVar[str]
+    description: ClassVar[str]
+    binary: ClassVar[bool] = False
+
+    @abstractmethod
+    def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
+        """Write the whole output for `cap` to `out`."""
+
+
+REGISTRY: dict[str, type[Renderer]] = {}
+
+
+def register(cls: type[Renderer]) -> type[Renderer]:
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def get_renderer(name: str) -> Renderer:
+    from . import chrome, html, json_report, log, text  # noqa: F401 - they register themselves
+
+    cls = REGISTRY.get(name)
+    if cls is None:
+        raise LeadlineError(f"unknown format {name!r} (one of: {', '.join(sorted(REGISTRY))})")
+    return cls()
+
+
+def all_renderers() -> dict[str, type[Renderer]]:
+    get_renderer("text")
+    return dict(REGISTRY)

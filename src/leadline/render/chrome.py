@@ -1,0 +1,49 @@
+"""Chrome trace / Perfetto JSON: every call as a slice, RSS and heap as counters."""
+
+from __future__ import annotations
+
+import json
+from typing import IO
+
+from ..capture import Capture
+from .base import Renderer, RenderOptions, register
+
+
+@register
+class ChromeTrace(Renderer):
+    name = "chrome"
+    extension = "json"
+    description = "Chrome trace / Perfetto JSON (open in ui.perfetto.dev or chrome://tracing)"
+
+    def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
+        pid = int(cap.meta.get("pid", 1))
+        page = cap.page_size
+        out.write('{"displayTimeUnit":"ns","traceEvents":[\n')
+        first = True
+
+        def emit(obj: dict[str, object]) -> None:
+            nonlocal first
+            out.write(("" if first else ",\n") + json.dumps(obj, ensure_ascii=False))
+            first = False
+
+        for serial in sorted({c.stream for c in cap.event_chunks}):
+            emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": serial,
+                  "args": {"name": cap.thread_name(serial)}})
+        depth: dict[int, int] = {}
+        for stream, (_n, kind, fid, t, rss_pages, heap, _off) in cap.events():
+            ts = cap.ns(t) / 1000.0
+            if kind in (0, 2):
+                f = cap.function(fid)
+                depth[stream] = depth.get(stream, 0) + 1
+                emit({"ph": "B", "name": f.label, "cat": "c" if kind == 2 else "py", "pid": pid,
+                      "tid": stream, "ts": ts,
+                      "args": {"file": f.file, "line": f.line, "rss": rss_pages * page,
+                               "heap_allocated": heap}})
+            elif depth.get(stream, 0) > 0:
+                depth[stream] -= 1
+                emit({"ph": "E", "pid": pid, "tid": stream, "ts": ts,
+                      "args": {"rss": rss_pages * page}})
+        for t, v in zip(cap.timeline_t, cap.timeline_rss):
+            emit({"ph": "C", "name": "RSS", "pid": pid, "ts": cap.ns(t) / 1000.0,
+                  "args": {"bytes": v * page}})
+        out.write("\n]}\n")

@@ -1,0 +1,93 @@
+"""`leadline log`: the classic per-event log (the columns of cPyMemTrace's log files)."""
+
+from __future__ import annotations
+
+import json
+from typing import IO
+
+from ..capture import KIND_NAMES, Capture
+from .base import Renderer, RenderOptions, register
+
+HEADER = (
+    f"{'Event':<12} {'dEvent':<7} {'Clock':<12} {'What':<8} {'File':<60} {'#line':>5} "
+    f"{'Function':<40} {'RSS':>12} {'dRSS':>10}"
+)
+
+
+class _LogState:
+    """Per-thread Python call stacks, so that a C call is shown at its caller's file:line."""
+
+    def __init__(self) -> None:
+        self.stacks: dict[int, list[int]] = {}
+
+    def caller(self, stream: int) -> int | None:
+        st = self.stacks.get(stream)
+        return st[-1] if st else None
+
+    def apply(self, stream: int, kind: int, fid: int) -> None:
+        st = self.stacks.setdefault(stream, [])
+        if kind == 0:
+            st.append(fid)
+        elif kind == 1 and st and st[-1] == fid:
+            st.pop()
+
+
+@register
+class EventLog(Renderer):
+    name = "log"
+    extension = "log"
+    description = "every recorded event, one line each (cPyMemTrace's columns)"
+
+    def __init__(self, as_json: bool = False) -> None:
+        self.as_json = as_json
+
+    def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
+        page = cap.page_size
+        state = _LogState()
+        multi = len({c.stream for c in cap.event_chunks}) > 1
+        if not self.as_json:
+            out.write(HEADER + (" Thread" if multi else "") + "\n")
+        prev_n: dict[int, int] = {}
+        prev_rss: int | None = None
+        for stream, (n, kind, fid, t, rss_pages, heap, off) in cap.events_by_time():
+            func = cap.function(fid)
+            if kind >= 2:
+                caller = state.caller(stream)
+                cf = cap.function(caller) if caller is not None else None
+                file = cf.file if cf else ""
+                line = cf.line_at(off) if cf else 0
+            else:
+                file = func.file
+                line = func.line if kind == 0 else func.line_at(off)
+            state.apply(stream, kind, fid)
+            rss = rss_pages * page
+            d_rss = rss - prev_rss if prev_rss is not None else rss
+            d_event = n - prev_n.get(stream, 0)
+            prev_n[stream] = n
+            prev_rss = rss
+            clock = cap.ns(t) / 1e9
+            if self.as_json:
+                row = {
+                    "event": n,
+                    "d_event": d_event,
+                    "clock": round(clock, 9),
+                    "what": KIND_NAMES[kind],
+                    "file": file,
+                    "line": line,
+                    "function": func.name,
+                    "rss": rss,
+                    "d_rss": d_rss,
+                    "heap": heap,
+                    "thread": cap.thread_name(stream),
+                }
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                continue
+            text = (
+                f"{n:<12} {'+' + str(d_event):<7} {clock:<12.6f} {KIND_NAMES[kind]:<8} "
+                f"{file:<60} #{line:>4} {func.name:<40} {rss:>12} {d_rss:>10}"
+            )
+            if multi:
+                text += f" {cap.thread_name(stream)}"
+            out.write(text + "\n")
+        if cap.damage:
+            out.write(f"# incomplete capture: {cap.damage}\n")

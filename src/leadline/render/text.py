@@ -1,0 +1,74 @@
+"""The terminal report: a header and a table of per-function totals (rich)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import IO
+
+from rich.console import Console
+from rich.table import Table
+
+from ..analysis import TraceProfile, analyse
+from ..capture import Capture
+from .base import Renderer, RenderOptions, register
+from .units import fmt_bytes, fmt_ns
+
+
+def make_console(out: IO[str], options: RenderOptions) -> Console:
+    is_tty = out.isatty()
+    no_color = bool(os.environ.get("NO_COLOR")) or options.color is False or not is_tty
+    width = options.width or (None if is_tty else max(140, shutil.get_terminal_size().columns))
+    return Console(file=out, no_color=no_color, highlight=False, width=width, soft_wrap=False,
+                   force_terminal=is_tty and options.color is not False, emoji=False)
+
+
+def header_lines(p: TraceProfile) -> list[str]:
+    cap = p.capture
+    argv = " ".join(cap.meta.get("argv") or [])
+    per_event = cap.size / p.recorded if p.recorded else 0.0
+    lines = [
+        f"leadline trace of: {argv}",
+        f"Python {cap.meta.get('python_version')}  pid {cap.meta.get('pid')}  "
+        f"duration {fmt_ns(p.duration_ns)}  threads {len(p.threads)}",
+        f"events {p.events:,}  recorded {p.recorded:,}  capture {fmt_bytes(cap.size)} "
+        f"({per_event:.1f} bytes/event)",
+        f"RSS start {fmt_bytes(p.start_rss)}  end {fmt_bytes(p.end_rss)}  "
+        f"peak {fmt_bytes(p.peak_rss)}",
+    ]
+    if not cap.complete:
+        why = cap.damage or "it was not stopped cleanly"
+        lines.append(f"warning: incomplete capture: {why}; showing what was readable")
+    return lines
+
+
+@register
+class TextReport(Renderer):
+    name = "text"
+    extension = "txt"
+    description = "per-function table for the terminal"
+
+    def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
+        p = analyse(cap, options.progress)
+        console = make_console(out, options)
+        for line in header_lines(p):
+            console.print(line, markup=False)
+        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+        for col in ("Calls", "Incl time", "Self time", "Incl RSS", "Self RSS", "Heap alloc",
+                    "Peak Δ"):
+            table.add_column(col, justify="right", no_wrap=True)
+        table.add_column("Function", overflow="fold")
+        funcs = p.sorted_functions(options.sort)[: options.limit or 25]
+        for f in funcs:
+            table.add_row(
+                f"{f.calls:,}",
+                fmt_ns(f.incl_ns),
+                fmt_ns(f.self_ns),
+                fmt_bytes(f.incl_rss, signed=True),
+                fmt_bytes(f.self_rss, signed=True),
+                fmt_bytes(f.incl_heap),
+                fmt_bytes(f.peak_growth),
+                f"{f.func.label}  {f.func.location}",
+            )
+        console.print()
+        console.print(table)

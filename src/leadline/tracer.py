@@ -1,0 +1,359 @@
+"""Starting and stopping a trace: the Python API over the native Session."""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from . import __version__, _native
+from .errors import LeadlineError
+
+# Hook kinds understood by Session.hook(); see tracer.c.
+HK_ENTER_LOCAL, HK_ENTER, HK_EXIT_LOCAL, HK_EXIT, HK_CALL, HK_C_RETURN, HK_C_RAISE = range(7)
+HK_BOOTSTRAP = 7
+
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+_PACKAGE_DIR = str(Path(__file__).resolve().parent) + os.sep
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    """What a trace records.  Filters decide before any work is done for an event."""
+
+    c_calls: bool = False
+    rss_trigger: int = 0  # bytes; -1 means one page; 0 records every event
+    previous: bool = False
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    max_depth: int = 0
+    exact_rss: bool = False
+    heap: bool = True
+    hook_only: bool = False
+    rss_period_us: int = 1000
+
+    def trigger_pages(self) -> int:
+        if self.rss_trigger < 0:
+            return 1
+        return (self.rss_trigger + PAGE_SIZE - 1) // PAGE_SIZE
+
+    def validate(self) -> None:
+        if self.rss_trigger < -1:
+            raise LeadlineError("--rss-trigger must be -1 (one page), 0 or a number of bytes")
+        if self.max_depth < 0:
+            raise LeadlineError("--max-depth must be 0 (no limit) or positive")
+        if not 100 <= self.rss_period_us <= 10_000_000:
+            raise LeadlineError("the RSS sampling period must be between 100 us and 10 s")
+        if self.previous and not self.rss_trigger:
+            raise LeadlineError("--previous only makes sense with --rss-trigger")
+
+
+@dataclass
+class TraceResult:
+    path: Path
+    events: int
+    recorded: int
+    bytes_written: int
+    write_error: str | None
+    dropped_chunks: int
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def default_output(program: str, mode: str = "trace") -> Path:
+    """`<program>-<mode>-<date>-<pid>.lead` in the current directory, as other profilers do."""
+    stem = Path(program).stem or "python"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path(f"{stem}-{mode}-{stamp}-{os.getpid()}.lead")
+
+
+def _module_of(filename: str) -> str:
+    """The dotted module name a file is imported as, from the longest sys.path entry."""
+    path = os.path.abspath(filename)
+    best = ""
+    for entry in sys.path:
+        root = os.path.abspath(entry or ".") + os.sep
+        if path.startswith(root) and len(root) > len(best):
+            best = root
+    rel = path[len(best) :] if best else os.path.basename(path)
+    rel = rel.removesuffix(".py")
+    parts = [p for p in rel.split(os.sep) if p]
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _matches(pattern: str, filename: str) -> bool:
+    if "/" in pattern or pattern.endswith(".py") or pattern.startswith("*"):
+        return fnmatch.fnmatchcase(filename, pattern) or fnmatch.fnmatchcase(
+            os.path.abspath(filename), pattern
+        )
+    module = _module_of(filename)
+    return fnmatch.fnmatchcase(module, pattern) or fnmatch.fnmatchcase(module, pattern + ".*")
+
+
+def make_filter(
+    include: tuple[str, ...], exclude: tuple[str, ...]
+) -> Callable[[str, str], bool] | None:
+    """A predicate over (filename, qualname), evaluated once per function, never per event."""
+    if not include and not exclude:
+        return None
+
+    def decide(filename: str, qualname: str) -> bool:
+        if include and not any(_matches(p, filename) for p in include):
+            return False
+        return not any(_matches(p, filename) for p in exclude)
+
+    return decide
+
+
+def _thread_names() -> dict[str, str]:
+    return {str(t.ident): t.name for t in threading.enumerate() if t.ident is not None}
+
+
+_monitoring_used_before = False
+
+
+class Tracer:
+    """One recording.  Use `leadline.trace(...)` or the CLI rather than this class directly."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        options: TraceOptions | None = None,
+        argv: list[str] | None = None,
+        mode: str = "trace",
+    ) -> None:
+        self.options = options or TraceOptions()
+        self.options.validate()
+        self.argv = list(sys.argv if argv is None else argv)
+        self.path = Path(path) if path is not None else default_output(self.argv[0] or "python")
+        self.mode = mode
+        self._session: Any = None
+        self._tool: int | None = None
+        self._events: list[int] = []
+        self._started = 0.0
+        self._thread_names: dict[str, str] = {}
+        self._real_exit: Callable[[int], Any] | None = None
+        self.result: TraceResult | None = None
+
+    # -- lifecycle ------------------------------------------------------------
+    def start(self) -> Tracer:
+        if self._session is not None:
+            raise LeadlineError("this trace is already running")
+        o = self.options
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise LeadlineError(f"cannot write {self.path}: {e.strerror}") from None
+        meta = {
+            "format": _native.FORMAT_MAJOR,
+            "mode": self.mode,
+            "leadline_version": __version__,
+            "argv": self.argv,
+            "python_version": ".".join(map(str, sys.version_info[:3])),
+            "implementation": sys.implementation.name,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "start_unix_ns": time.time_ns(),
+            "t_start": _native.ticks(),
+            "tick_ns": _native.tick_ns(),
+            "clock": _native.CLOCK,
+            "page_size": PAGE_SIZE,
+            "options": asdict(o),
+        }
+        disable = sys.monitoring.DISABLE if _native.MONITORING else None
+        self._thread_names = _thread_names()  # before the hooks, so that it is not traced
+        try:
+            self._session = _native.Session(
+                fd,
+                json.dumps(meta).encode(),
+                hook_only=o.hook_only,
+                c_calls=o.c_calls,
+                rss_trigger_pages=o.trigger_pages() if o.rss_trigger else 0,
+                previous=o.previous,
+                max_depth=o.max_depth,
+                exact_rss=o.exact_rss,
+                heap=o.heap,
+                rss_period_us=o.rss_period_us,
+                filter=make_filter(o.include, o.exclude),
+                exclude_prefix=_PACKAGE_DIR,
+                disable=disable,
+            )
+        except (RuntimeError, OSError) as e:
+            os.close(fd)
+            raise LeadlineError(str(e)) from None
+        try:
+            self._install()
+        except BaseException:
+            self._session.close()
+            self._session = None
+            raise
+        self._started = time.perf_counter()
+        self._real_exit = os._exit
+        os._exit = self._exit_wrapper
+        return self
+
+    def _install(self) -> None:
+        s = self._session
+        if _native.MONITORING:
+            global _monitoring_used_before
+            mon = sys.monitoring
+            tool = next((t for t in (mon.PROFILER_ID, 3, 4) if mon.get_tool(t) is None), None)
+            if tool is None:
+                used = ", ".join(f"{t}: {mon.get_tool(t)}" for t in (2, 3, 4))
+                raise LeadlineError(f"no free sys.monitoring tool id for leadline ({used})")
+            mon.use_tool_id(tool, "leadline")
+            ev = mon.events
+            hooks = {
+                ev.PY_START: HK_ENTER_LOCAL,
+                ev.PY_RESUME: HK_ENTER_LOCAL,
+                ev.PY_THROW: HK_ENTER,
+                ev.PY_RETURN: HK_EXIT_LOCAL,
+                ev.PY_YIELD: HK_EXIT_LOCAL,
+                ev.PY_UNWIND: HK_EXIT,
+            }
+            if self.options.c_calls:
+                hooks.update({ev.CALL: HK_CALL, ev.C_RETURN: HK_C_RETURN, ev.C_RAISE: HK_C_RAISE})
+            for event, kind in hooks.items():
+                mon.register_callback(tool, event, s.hook(kind))
+            if _monitoring_used_before:
+                # Locations disabled for filters of an earlier trace in this process.
+                mon.restart_events()
+            _monitoring_used_before = True
+            mask = 0
+            for event in hooks:
+                mask |= event
+            mon.set_events(tool, mask)
+            self._tool = tool
+            self._events = list(hooks)
+        else:
+            try:
+                s.install_profile()
+            except RuntimeError as e:
+                raise LeadlineError(str(e)) from None
+            threading.setprofile(s.hook(HK_BOOTSTRAP))
+
+    def _uninstall(self) -> None:
+        if _native.MONITORING and self._tool is not None:
+            mon = sys.monitoring
+            mon.set_events(self._tool, 0)
+            for event in self._events:
+                mon.register_callback(self._tool, event, None)
+            mon.free_tool_id(self._tool)
+            self._tool = None
+        elif not _native.MONITORING:
+            threading.setprofile(None)  # type: ignore[arg-type]
+
+    def stop(self) -> TraceResult:
+        if self.result is not None:
+            return self.result
+        if self._session is None:
+            raise LeadlineError("this trace was not started")
+        if self._real_exit is not None and os._exit == self._exit_wrapper:
+            os._exit = self._real_exit
+        self._uninstall()
+        s = self._session
+        counters = s.finish()
+        names = {**self._thread_names, **_thread_names()}
+        end = {
+            "t_end": counters["t_end"],
+            "tick_ns": counters["tick_ns"],
+            "events": counters["events"],
+            "recorded": counters["recorded"],
+            "threads": names,
+            "stop_unix_ns": time.time_ns(),
+        }
+        written = s.close(json.dumps(end).encode())
+        self.result = TraceResult(
+            path=self.path,
+            events=counters["events"],
+            recorded=counters["recorded"],
+            bytes_written=written["bytes_written"],
+            write_error=written["write_error"],
+            dropped_chunks=written["dropped_chunks"],
+            seconds=time.perf_counter() - self._started,
+        )
+        if self.result.write_error:
+            print(
+                f"leadline: warning: writing {self.path} failed ({self.result.write_error}); "
+                "the capture holds what was written before",
+                file=sys.stderr,
+            )
+        return self.result
+
+    def _exit_wrapper(self, status: int) -> None:
+        """os._exit skips every cleanup: finish the capture first, then exit as asked."""
+        real = self._real_exit
+        try:
+            self.stop()
+        except BaseException:  # the program asked to exit now; nothing may stop that
+            pass
+        assert real is not None
+        real(status)
+
+    def __enter__(self) -> Tracer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def trace(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    rss_trigger: int = 0,
+    previous: bool = False,
+    c_calls: bool = False,
+    include: tuple[str, ...] | list[str] = (),
+    exclude: tuple[str, ...] | list[str] = (),
+    max_depth: int = 0,
+    exact_rss: bool = False,
+    heap: bool = True,
+) -> Tracer:
+    """Trace every call (and its memory) inside a ``with`` block::
+
+    with leadline.trace("run.lead", rss_trigger=4096):
+        work()
+    """
+    opts = TraceOptions(
+        c_calls=c_calls,
+        rss_trigger=rss_trigger,
+        previous=previous,
+        include=tuple(include),
+        exclude=tuple(exclude),
+        max_depth=max_depth,
+        exact_rss=exact_rss,
+        heap=heap,
+    )
+    return Tracer(path, opts)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def traced(
+    path: str | os.PathLike[str] | None = None, **options: Any
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorator: trace each call of the function into `path` (overwritten per call)."""
+
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def inner(*args: P.args, **kwargs: P.kwargs) -> R:
+            target = path if path is not None else default_output(fn.__name__)
+            with trace(target, **options):
+                return fn(*args, **kwargs)
+
+        return inner
+
+    return wrap
