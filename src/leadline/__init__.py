@@ -1,3 +1,23 @@
-"""leadline: where a Python program's time and memory go."""
+"""leadline: where a Python program's time and memory go.
+
+    with leadline.trace("run.lead"):        # every call, with time and memory
+        work()
+
+    @leadline.traced("f.lead")               # the same, around each call of a function
+    def f(): ...
+"""
 
 __version__ = "0.1.0"
+
+from .errors import LeadlineError  # noqa: E402
+from .tracer import TraceOptions, TraceResult, Tracer, trace, traced  # noqa: E402
+
+__all__ = [
+    "LeadlineError",
+    "TraceOptions",
+    "TraceResult",
+    "Tracer",
+    "__version__",
+    "trace",
+    "traced",
+]

@@ -6,6 +6,7 @@ import os
 import runpy
 import sys
 import traceback
+import types
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -61,22 +62,55 @@ def _print_exception(exc: BaseException) -> None:
     traceback.print_exception(type(exc), exc, tb)
 
 
-def run(target: Target) -> int:
-    """Run the target as __main__ and return the exit status `python` would have given."""
+def _main_namespace(**attrs: object) -> dict[str, object]:
+    """A fresh __main__ module, installed in sys.modules, as the interpreter makes for a script."""
+    import builtins
+
+    module = types.ModuleType("__main__")
+    module.__dict__.update({"__builtins__": builtins, **attrs})
+    sys.modules["__main__"] = module
+    return module.__dict__
+
+
+def _load(target: Target) -> tuple[types.CodeType, dict[str, object]]:
+    if target.kind == "script":
+        path = os.path.abspath(target.value)
+        sys.path.insert(0, os.path.dirname(path))
+        with open(path, "rb") as f:
+            source = f.read()
+        code = compile(source, target.value, "exec", dont_inherit=True)
+        return code, _main_namespace(__file__=target.value, __cached__=None, __package__=None,
+                                     __loader__=None, __spec__=None)
+    if target.kind == "module":
+        sys.path.insert(0, os.getcwd())
+        try:
+            mod_name, spec, code = runpy._get_module_details(target.value)  # type: ignore[attr-defined]
+        except ImportError as e:
+            raise LeadlineError(f"-m {target.value}: {e}") from None
+        sys.argv[0] = spec.origin or target.value
+        return code, _main_namespace(__file__=spec.origin, __cached__=spec.cached,
+                                     __package__=spec.parent, __loader__=spec.loader,
+                                     __spec__=spec)
+    sys.path.insert(0, "")
+    return compile(target.value, "<string>", "exec", dont_inherit=True), _main_namespace()
+
+
+def prepare(target: Target) -> tuple[types.CodeType, dict[str, object]]:
+    """Everything before the program's first line: argv, sys.path, its code and __main__.
+    Done before recording starts, so the trace begins at the program's own <module>."""
     sys.argv = target.argv
     try:
-        if target.kind == "script":
-            sys.path.insert(0, os.path.dirname(os.path.abspath(target.value)))
-            runpy.run_path(target.value, run_name="__main__")
-        elif target.kind == "module":
-            sys.path.insert(0, os.getcwd())
-            runpy.run_module(target.value, run_name="__main__", alter_sys=True)
-        else:
-            sys.path.insert(0, "")
-            code = compile(target.value, "<string>", "exec")
-            import __main__
+        return _load(target)
+    except SyntaxError as e:
+        raise LeadlineError(f"{e.filename}:{e.lineno}: syntax error: {e.msg}") from None
+    except OSError as e:
+        raise LeadlineError(f"{target.value}: cannot read ({e.strerror})") from None
 
-            exec(code, __main__.__dict__)
+
+def execute(code: types.CodeType, namespace: dict[str, object]) -> int:
+    """Run prepared code as __main__; return the exit status `python` would have given."""
+    try:
+        exec(code, namespace)
     except SystemExit as e:
         return exit_status(e)
     except KeyboardInterrupt as e:
@@ -86,6 +120,11 @@ def run(target: Target) -> int:
         _print_exception(e)
         return 1
     return 0
+
+
+def run(target: Target) -> int:
+    code, namespace = prepare(target)
+    return execute(code, namespace)
 
 
 def exit_status(e: SystemExit) -> int:

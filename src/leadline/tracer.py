@@ -144,6 +144,7 @@ class Tracer:
         self._started = 0.0
         self._thread_names: dict[str, str] = {}
         self._real_exit: Callable[[int], Any] | None = None
+        self._real_thread_start: Callable[[threading.Thread], None] | None = None
         self.result: TraceResult | None = None
 
     # -- lifecycle ------------------------------------------------------------
@@ -201,7 +202,22 @@ class Tracer:
         self._started = time.perf_counter()
         self._real_exit = os._exit
         os._exit = self._exit_wrapper
+        self._watch_thread_names()
         return self
+
+    def _watch_thread_names(self) -> None:
+        """Remember each thread's name when it starts: a thread that ends before the trace
+        stops is no longer listed by threading.enumerate()."""
+        real_start = threading.Thread.start
+        names = self._thread_names
+
+        def start(thread: threading.Thread) -> None:
+            real_start(thread)
+            if thread.ident is not None:
+                names[str(thread.ident)] = thread.name
+
+        self._real_thread_start = real_start
+        threading.Thread.start = start  # type: ignore[method-assign]
 
     def _install(self) -> None:
         s = self._session
@@ -261,6 +277,9 @@ class Tracer:
             raise LeadlineError("this trace was not started")
         if self._real_exit is not None and os._exit == self._exit_wrapper:
             os._exit = self._real_exit
+        if self._real_thread_start is not None:
+            threading.Thread.start = self._real_thread_start  # type: ignore[method-assign]
+            self._real_thread_start = None
         self._uninstall()
         s = self._session
         counters = s.finish()

@@ -102,7 +102,15 @@ static void recycle_locked(LLWriter *w, LLChunk *c) {
 
 static void *writer_main(void *arg) {
     LLWriter *w = arg;
+    /* The file header is written here too, so that a full disk from the first byte on is
+     * handled like one later: recording stops, the program runs on. */
+    uint8_t h[16] = {'L', 'E', 'A', 'D', 'L', 'I', 'N', 'E', LL_FORMAT_MAJOR, 0, LL_FORMAT_MINOR, 0,
+                     0, 0, 0, 0};
+    struct iovec iov = {h, sizeof h};
+    int herr = write_all(w->fd, &iov, 1);
     pthread_mutex_lock(&w->mu);
+    if (herr) w->error = herr;
+    else w->bytes_written += sizeof h;
     for (;;) {
         while (!w->head && !w->stopping) pthread_cond_wait(&w->cv, &w->mu);
         LLChunk *c = w->head;
@@ -131,13 +139,7 @@ int ll_writer_open(LLWriter *w, int fd) {
     w->fd = fd;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    uint8_t h[16] = {'L', 'E', 'A', 'D', 'L', 'I', 'N', 'E', LL_FORMAT_MAJOR, 0, LL_FORMAT_MINOR, 0,
-                     0, 0, 0, 0};
-    struct iovec iov = {h, sizeof h};
-    int err = write_all(fd, &iov, 1);
-    if (err) return err;
-    w->bytes_written = sizeof h;
-    err = pthread_create(&w->thread, NULL, writer_main, w);
+    int err = pthread_create(&w->thread, NULL, writer_main, w);
     if (err) return err;
     w->thread_started = 1;
     return 0;

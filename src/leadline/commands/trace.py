@@ -83,9 +83,10 @@ def run(args: argparse.Namespace) -> int:
     )
     output = args.output or default_output(target.argv0)
     tracer = Tracer(output, options, argv=target.argv)
+    code, namespace = runner.prepare(target)
     tracer.start()
     try:
-        status = runner.run(target)
+        status = runner.execute(code, namespace)
     finally:
         try:
             sys.stdout.flush()

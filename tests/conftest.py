@@ -1,0 +1,69 @@
+"""Shared fixtures: running the real CLI, reading its JSON, and a guard that no profiler state
+leaks from one test into the next."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PY = sys.executable
+
+
+@pytest.fixture(autouse=True)
+def no_profiler_leaks() -> Iterator[None]:
+    yield
+    assert sys.getprofile() is None
+    if sys.version_info >= (3, 12):
+        for tool in (2, 3, 4):
+            assert sys.monitoring.get_tool(tool) is None, f"tool {tool} left registered"
+
+
+def write(tmp_path: Path, name: str, source: str) -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(source), encoding="utf-8")
+    return p
+
+
+def leadline(*args: str | os.PathLike[str], cwd: Path, timeout: float = 120,
+             check: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
+    r = subprocess.run([PY, "-m", "leadline", *map(str, args)], cwd=cwd, capture_output=True,
+                       text=True, timeout=timeout, env=env)
+    if check and r.returncode != 0:
+        raise AssertionError(f"leadline {args} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def report(capture: Path, cwd: Path) -> dict[str, Any]:
+    r = leadline("report", capture, "--json", cwd=cwd, check=True)
+    data: dict[str, Any] = json.loads(r.stdout)
+    return data
+
+
+def log_rows(capture: Path, cwd: Path) -> list[dict[str, Any]]:
+    r = leadline("log", capture, "--json", cwd=cwd, check=True)
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
+def funcs(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Functions of a report by name (the first of each name)."""
+    out: dict[str, dict[str, Any]] = {}
+    for f in data["functions"]:
+        out.setdefault(f["name"], f)
+    return out
+
+
+def traced(tmp_path: Path, source: str, *opts: str, name: str = "prog.py"
+           ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    script = write(tmp_path, name, source)
+    cap = tmp_path / "out.lead"
+    r = leadline("trace", "-o", cap, *opts, script, cwd=tmp_path)
+    return r, cap

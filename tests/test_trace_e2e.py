@@ -1,0 +1,464 @@
+"""End-to-end: the real `leadline trace` CLI on tiny programs, asserting parsed values."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import PY, funcs, leadline, log_rows, report, traced, write
+
+MB = 1 << 20
+
+
+def test_known_program_counts_calls_and_events(tmp_path: Path) -> None:
+    r, cap = traced(tmp_path, """
+        def leaf(i):
+            return i * 2
+        def middle(n):
+            return sum(leaf(i) for i in range(n))
+        for _ in range(10):
+            middle(5)
+    """)
+    assert r.returncode == 0, r.stderr
+    data = report(cap, tmp_path)
+    f = funcs(data)
+    assert f["leaf"]["calls"] == 50
+    assert f["middle"]["calls"] == 10
+    # middle's generator expression: resumed 6 times per middle call (5 values + StopIteration)
+    genexpr = "middle.<locals>.<genexpr>" if sys.version_info >= (3, 11) else "<genexpr>"
+    assert f[genexpr]["calls"] == 60
+    assert f["middle"]["incl_ns"] >= f["leaf"]["incl_ns"] / 10
+    rows = log_rows(cap, tmp_path)
+    leaf_rows = [row for row in rows if row["function"] == "leaf"]
+    assert [row["what"] for row in leaf_rows].count("CALL") == 50
+    assert [row["what"] for row in leaf_rows].count("RETURN") == 50
+    # CALL shows the def line, RETURN the line it returned from
+    assert {row["line"] for row in leaf_rows if row["what"] == "CALL"} == {2}
+    assert {row["line"] for row in leaf_rows if row["what"] == "RETURN"} == {3}
+    assert data["summary"]["complete"] is True
+    assert data["summary"]["events"] == data["summary"]["recorded"] == len(rows)
+    # every event number is there once, in order per thread
+    assert [row["event"] for row in rows] == list(range(1, len(rows) + 1))
+
+
+MEMORY_PROGRAM = """
+    import time
+    def touch(n):
+        b = bytearray(n)
+        for i in range(0, n, 4096):
+            b[i] = 1
+        return b
+    def f():
+        return touch(64 << 20)
+    def g():
+        b = touch(64 << 20)
+        time.sleep(0.05)
+        total = sum(b[::65536])
+        del b
+        return total
+    keep = f()
+    g()
+"""
+
+
+def test_memory_truth_retained_vs_transient(tmp_path: Path) -> None:
+    r, cap = traced(tmp_path, MEMORY_PROGRAM)
+    assert r.returncode == 0, r.stderr
+    f = funcs(report(cap, tmp_path))
+    retained = f["f"]["incl_rss"]
+    assert retained >= 0.95 * 64 * MB, retained
+    assert abs(f["g"]["incl_rss"]) < 0.05 * 64 * MB
+    assert f["g"]["peak_growth"] >= 0.9 * 64 * MB
+    assert f["g"]["incl_heap"] >= 64 * MB and f["f"]["incl_heap"] >= 64 * MB
+
+
+def test_worker_thread_is_traced_with_its_allocations(tmp_path: Path) -> None:
+    r, cap = traced(tmp_path, """
+        import threading
+        def work():
+            data = [bytes(1000) for _ in range(2000)]
+            return len(data)
+        t = threading.Thread(target=work, name="wörker")
+        t.start(); t.join()
+    """)
+    assert r.returncode == 0, r.stderr
+    data = report(cap, tmp_path)
+    assert data["summary"]["threads"] == 2
+    assert "wörker" in {t["name"] for t in data["threads"]}
+    work = funcs(data)["work"]
+    assert work["calls"] == 1
+    assert work["incl_heap"] >= 2000 * 1000
+    worker_serial = next(t["serial"] for t in data["threads"] if t["name"] == "wörker")
+    assert any(n["thread"] == worker_serial and n["func"] == work["id"] for n in data["nodes"])
+
+
+def test_unicode_names_intact(tmp_path: Path) -> None:
+    r, cap = traced(tmp_path, """
+        def 計算_ß(x):
+            return x + 1
+        class Ünïcode:
+            def méthode(self):
+                return 計算_ß(1)
+        Ünïcode().méthode()
+    """, name="prög.py")
+    assert r.returncode == 0, r.stderr
+    names = {row["function"] for row in log_rows(cap, tmp_path)}
+    assert {"計算_ß", "Ünïcode.méthode" if sys.version_info >= (3, 11) else "méthode"} <= names
+    text = leadline("log", cap, cwd=tmp_path, check=True).stdout
+    assert "計算_ß" in text and "prög.py" in text
+
+
+def test_program_behaviour_unchanged(tmp_path: Path) -> None:
+    src = """
+        import sys
+        print("to stdout", sys.argv[1:])
+        print("to stderr", file=sys.stderr)
+        sys.exit(3)
+    """
+    script = write(tmp_path, "p.py", src)
+    plain = subprocess.run([PY, script, "a", "-b"], capture_output=True, text=True)
+    r = leadline("trace", "-q", "-o", tmp_path / "x.lead", script, "a", "-b", cwd=tmp_path)
+    assert (r.returncode, r.stdout, r.stderr) == (plain.returncode, plain.stdout, plain.stderr)
+    assert r.returncode == 3
+
+
+def test_exception_traceback_and_status(tmp_path: Path) -> None:
+    script = write(tmp_path, "boom.py", """
+        def inner():
+            raise ValueError("bad value")
+        inner()
+    """)
+    plain = subprocess.run([PY, script], capture_output=True, text=True)
+    r = leadline("trace", "-q", "-o", tmp_path / "x.lead", script, cwd=tmp_path)
+    assert r.returncode == plain.returncode == 1
+    assert r.stderr.splitlines()[-1] == "ValueError: bad value"
+    assert 'line 3, in inner' in r.stderr and "leadline" not in r.stderr
+    data = report(tmp_path / "x.lead", tmp_path)
+    assert funcs(data)["inner"]["calls"] == 1
+
+
+def test_module_and_code_targets(tmp_path: Path) -> None:
+    write(tmp_path, "mymod.py", """
+        import sys
+        def run():
+            print("module ran", sys.argv[1:])
+        if __name__ == "__main__":
+            run()
+    """)
+    r = leadline("trace", "-q", "-o", tmp_path / "m.lead", "-m", "mymod", "x", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "module ran ['x']\n"
+    assert funcs(report(tmp_path / "m.lead", tmp_path))["run"]["calls"] == 1
+    r = leadline("trace", "-q", "-o", tmp_path / "c.lead", "-c",
+                 "def h(): return 7\nprint(h())", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout == "7\n", r.stderr
+    assert funcs(report(tmp_path / "c.lead", tmp_path))["h"]["calls"] == 1
+
+
+def test_rss_trigger_records_only_memory_moves(tmp_path: Path) -> None:
+    src = """
+        def small(i):
+            return i
+        def big():
+            b = bytearray(8 << 20)
+            for i in range(0, len(b), 4096):
+                b[i] = 1
+            return b
+        keep = []
+        for i in range(2000):
+            small(i)
+        keep.append(big())
+        for i in range(2000):
+            small(i)
+    """
+    r, cap = traced(tmp_path, src, "--rss-trigger", "4096", "--exact-rss")
+    assert r.returncode == 0, r.stderr
+    rows = log_rows(cap, tmp_path)
+    data = report(cap, tmp_path)
+    assert data["summary"]["events"] > 8000
+    assert 0 < data["summary"]["recorded"] < 100
+    # every recorded event after the first moved RSS by at least the trigger
+    assert all(abs(row["d_rss"]) >= 4096 for row in rows[1:])
+    assert any(row["function"] == "big" and row["what"] == "RETURN" for row in rows)
+
+
+def test_previous_keeps_the_event_just_before(tmp_path: Path) -> None:
+    src = """
+        def step(i):
+            return i
+        def grow():
+            b = bytearray(4 << 20)
+            for i in range(0, len(b), 4096):
+                b[i] = 1
+            return b
+        keep = []
+        for i in range(20):
+            for j in range(100):
+                step(j)
+            keep.append(grow())
+    """
+    r, cap = traced(tmp_path, src, "--rss-trigger", "65536", "--previous", "--exact-rss")
+    assert r.returncode == 0, r.stderr
+    rows = log_rows(cap, tmp_path)
+    triggers = [i for i, row in enumerate(rows) if i > 0 and abs(row["d_rss"]) >= 65536]
+    assert len(triggers) >= 10
+    for i in triggers:
+        prev = rows[i - 1]
+        # the row before a trigger is the event just before it, not a repeat of a logged one
+        assert prev["event"] == rows[i]["event"] - 1
+        assert abs(prev["d_rss"]) < 65536 or i - 1 in triggers
+
+
+def test_filters_and_depth(tmp_path: Path) -> None:
+    write(tmp_path, "helper_mod.py", "def helper():\n    return 1\n")
+    src = """
+        import helper_mod
+        def a(): return b()
+        def b(): return c()
+        def c(): return helper_mod.helper()
+        for _ in range(3):
+            a()
+    """
+    r, cap = traced(tmp_path, src, "--exclude", "helper_mod")
+    assert r.returncode == 0, r.stderr
+    names = set(funcs(report(cap, tmp_path)))
+    assert {"a", "b", "c"} <= names and "helper" not in names
+    r, cap = traced(tmp_path, src, "--include", "*/helper_mod.py")
+    names = set(funcs(report(cap, tmp_path)))
+    assert names == {"helper", "<module>"}  # helper_mod.py runs its module code on import
+    r, cap = traced(tmp_path, src, "--max-depth", "3")
+    # depth 0 is <module>, then a, b; c and helper are deeper
+    names = set(funcs(report(cap, tmp_path)))
+    assert {"a", "b"} <= names and not {"c", "helper"} & names
+
+
+def test_c_calls(tmp_path: Path) -> None:
+    r, cap = traced(tmp_path, """
+        def f():
+            x = []
+            for i in range(7):
+                x.append(len("abc"))
+            return sorted(x)
+        f()
+    """, "--c-calls")
+    assert r.returncode == 0, r.stderr
+    rows = log_rows(cap, tmp_path)
+    lens = [row for row in rows if row["function"] == "len"]
+    assert [row["what"] for row in lens].count("C_CALL") == 7
+    assert [row["what"] for row in lens].count("C_RETURN") == 7
+    # a C call is shown at its caller's file and line
+    assert {row["line"] for row in lens} == {5}
+    assert all(row["file"].endswith("prog.py") for row in lens)
+    f = funcs(report(cap, tmp_path))
+    assert f["len"]["calls"] == 7 and f["sorted"]["calls"] == 1
+
+
+def test_sigkill_mid_run_still_reports(tmp_path: Path) -> None:
+    script = write(tmp_path, "long.py", """
+        import sys, time
+        def tick(i):
+            return i * i
+        i = 0
+        start = time.time()
+        while True:
+            tick(i)
+            i += 1
+            if i == 200000:
+                print("ready", flush=True)
+    """)
+    cap = tmp_path / "killed.lead"
+    proc = subprocess.Popen([PY, "-m", "leadline", "trace", "-o", str(cap), str(script)],
+                            stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(1.5)  # chunks are handed to the writer at least once a second
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    r = leadline("report", cap, "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    import json
+
+    data = json.loads(r.stdout)
+    assert data["summary"]["complete"] is False
+    assert funcs(data)["tick"]["calls"] >= 200000
+    text = leadline("report", cap, cwd=tmp_path)
+    assert "incomplete capture" in text.stdout
+
+
+def test_os_exit_keeps_the_capture(tmp_path: Path) -> None:
+    r, cap = traced(tmp_path, """
+        import os
+        def work(): return 1
+        for _ in range(5): work()
+        print("bye", flush=True)
+        os._exit(7)
+    """)
+    assert r.returncode == 7 and r.stdout == "bye\n"
+    data = report(cap, tmp_path)
+    assert data["summary"]["complete"] is True
+    assert funcs(data)["work"]["calls"] == 5
+
+
+def test_deep_recursion(tmp_path: Path) -> None:
+    r, cap = traced(tmp_path, """
+        import sys
+        sys.setrecursionlimit(20000)
+        def down(n):
+            return 0 if n == 0 else 1 + down(n - 1)
+        print(down(5000))
+    """)
+    assert r.returncode == 0 and r.stdout == "5000\n", r.stderr
+    data = report(cap, tmp_path)
+    down = funcs(data)["down"]
+    assert down["calls"] == 5001
+    # recursion is not double counted: inclusive time is at most the run's duration
+    assert down["incl_ns"] <= data["summary"]["duration_ns"]
+    html = leadline("report", cap, "--html", "-o", tmp_path / "d.html", cwd=tmp_path)
+    assert html.returncode == 0, html.stderr
+
+
+def test_fork_and_multiprocessing(tmp_path: Path) -> None:
+    r, cap = traced(tmp_path, """
+        import multiprocessing as mp, os
+        def square(x):
+            return x * x
+        def parent_work():
+            return 1
+        if __name__ == "__main__":
+            ctx = mp.get_context("fork")
+            with ctx.Pool(2) as pool:
+                print(sum(pool.map(square, range(10))))
+            pid = os.fork()
+            if pid == 0:
+                parent_work()
+                os._exit(0)
+            os.waitpid(pid, 0)
+            parent_work()
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "285\n"
+    data = report(cap, tmp_path)
+    assert data["summary"]["complete"] is True
+    # the children neither wrote into nor damaged the parent's capture
+    assert funcs(data)["parent_work"]["calls"] == 1
+    assert "square" not in funcs(data)
+
+
+def test_asyncio(tmp_path: Path) -> None:
+    r, cap = traced(tmp_path, """
+        import asyncio
+        async def leaf(i):
+            await asyncio.sleep(0)
+            return i
+        async def main():
+            return sum(await asyncio.gather(*(leaf(i) for i in range(10))))
+        print(asyncio.run(main()))
+    """)
+    assert r.returncode == 0 and r.stdout == "45\n", r.stderr
+    f = funcs(report(cap, tmp_path))
+    # each coroutine starts, suspends at the sleep and resumes: two activations
+    assert f["leaf"]["calls"] == 20
+    assert f["main"]["calls"] >= 2
+
+
+def test_chrome_trace_export(tmp_path: Path) -> None:
+    import json
+
+    r, cap = traced(tmp_path, """
+        def a(): return b()
+        def b(): return 1
+        for _ in range(4): a()
+    """)
+    out = tmp_path / "t.json"
+    e = leadline("export", cap, "--format", "chrome", "-o", out, cwd=tmp_path)
+    assert e.returncode == 0, e.stderr
+    trace = json.loads(out.read_text(encoding="utf-8"))
+    events = trace["traceEvents"]
+    begins = [ev for ev in events if ev["ph"] == "B" and ev["name"] in ("a", "b")]
+    assert len(begins) == 8
+    ends = [ev for ev in events if ev["ph"] == "E"]
+    assert len(ends) >= 8
+    assert any(ev["ph"] == "C" and ev["name"] == "RSS" for ev in events)
+    ts = [ev["ts"] for ev in events if ev["ph"] in ("B", "E")]
+    assert ts == sorted(ts)
+
+
+def test_python_api_context_manager_and_decorator(tmp_path: Path) -> None:
+    script = write(tmp_path, "api.py", f"""
+        import leadline
+        def inside(): return sum(range(100))
+        def outside(): return 0
+        outside()
+        with leadline.trace({str(tmp_path / 'cm.lead')!r}, rss_trigger=0):
+            for _ in range(3):
+                inside()
+        outside()
+        @leadline.traced({str(tmp_path / 'dec.lead')!r})
+        def decorated(n):
+            return [inside() for _ in range(n)]
+        decorated(4)
+    """)
+    r = subprocess.run([PY, script], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    f = funcs(report(tmp_path / "cm.lead", tmp_path))
+    assert f["inside"]["calls"] == 3 and "outside" not in f
+    f = funcs(report(tmp_path / "dec.lead", tmp_path))
+    assert f["inside"]["calls"] == 4 and f["decorated"]["calls"] == 1
+
+
+def test_text_report_table(tmp_path: Path) -> None:
+    r, cap = traced(tmp_path, "def hot():\n    return sum(range(1000))\nfor _ in range(50): hot()\n")
+    text = leadline("report", cap, "--sort", "calls", "--limit", "3", cwd=tmp_path, check=True)
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith("leadline trace of:")
+    assert "bytes/event" in text.stdout
+    row = next(line for line in lines if " hot " in line)
+    assert row.split()[0] == "50"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring tool ids")
+def test_coexists_with_another_monitoring_tool(tmp_path: Path) -> None:
+    r, cap = traced(tmp_path, """
+        import sys
+        mon = sys.monitoring
+        seen = []
+        mon.use_tool_id(mon.COVERAGE_ID, "cov")
+        mon.register_callback(mon.COVERAGE_ID, mon.events.PY_START, lambda c, o: seen.append(c))
+        mon.set_events(mon.COVERAGE_ID, mon.events.PY_START)
+        def f(): return 1
+        for _ in range(3): f()
+        mon.set_events(mon.COVERAGE_ID, 0)
+        print(sum(1 for c in seen if c.co_name == "f"))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "3\n"  # the other tool still sees every call
+    assert funcs(report(cap, tmp_path))["f"]["calls"] == 3
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="setprofile conflict is < 3.12 only")
+def test_refuses_over_another_profiler(tmp_path: Path) -> None:
+    script = write(tmp_path, "p.py", f"""
+        import cProfile, leadline
+        pr = cProfile.Profile(); pr.enable()
+        try:
+            with leadline.trace({str(tmp_path / 'x.lead')!r}):
+                pass
+        except Exception as e:
+            print(type(e).__name__, e)
+        pr.disable()
+    """)
+    r = subprocess.run([PY, script], capture_output=True, text=True)
+    assert "another profiler is active" in r.stdout, r.stdout + r.stderr
+
+
+def test_default_output_name(tmp_path: Path) -> None:
+    script = write(tmp_path, "named.py", "print('x')\n")
+    r = leadline("trace", "-q", script, cwd=tmp_path)
+    assert r.returncode == 0
+    outs = [p.name for p in tmp_path.glob("*.lead")]
+    assert len(outs) == 1 and re.fullmatch(r"named-trace-\d{8}-\d{6}-\d+\.lead", outs[0]), outs
