@@ -28,6 +28,7 @@ demo: build
 	@echo "HTML report: demo-output/demo.html"
 
 test: build
+	@tools/ensure-chromium
 	cd tests && ../$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: build

@@ -32,11 +32,18 @@ def write(tmp_path: Path, name: str, source: str) -> Path:
     return p
 
 
-def leadline(*args: str | os.PathLike[str], cwd: Path, timeout: float = 120,
-             check: bool = False) -> subprocess.CompletedProcess[str]:
+def leadline(
+    *args: str | os.PathLike[str], cwd: Path, timeout: float = 120, check: bool = False
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
-    r = subprocess.run([PY, "-m", "leadline", *map(str, args)], cwd=cwd, capture_output=True,
-                       text=True, timeout=timeout, env=env)
+    r = subprocess.run(
+        [PY, "-m", "leadline", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
     if check and r.returncode != 0:
         raise AssertionError(f"leadline {args} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
     return r
@@ -61,8 +68,9 @@ def funcs(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def traced(tmp_path: Path, source: str, *opts: str, name: str = "prog.py"
-           ) -> tuple[subprocess.CompletedProcess[str], Path]:
+def traced(
+    tmp_path: Path, source: str, *opts: str, name: str = "prog.py"
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     script = write(tmp_path, name, source)
     cap = tmp_path / "out.lead"
     r = leadline("trace", "-o", cap, *opts, script, cwd=tmp_path)

@@ -34,10 +34,16 @@ event = st.tuples(
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(0, 1 << 50), st.integers(0, 1 << 24), st.integers(0, 1 << 40),
-       st.integers(0, 1 << 30), st.lists(event, max_size=200))
-def test_events_round_trip(t0: int, rss0: int, heap0: int, n0: int,
-                           events: list[tuple[int, int, int, int, int, int, int]]) -> None:
+@given(
+    st.integers(0, 1 << 50),
+    st.integers(0, 1 << 24),
+    st.integers(0, 1 << 40),
+    st.integers(0, 1 << 30),
+    st.lists(event, max_size=200),
+)
+def test_events_round_trip(
+    t0: int, rss0: int, heap0: int, n0: int, events: list[tuple[int, int, int, int, int, int, int]]
+) -> None:
     payload = bytearray(varint(t0) + varint(rss0) + varint(heap0) + varint(n0))
     expected = []
     t, rss, heap, n = t0, rss0, heap0, n0

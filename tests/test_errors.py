@@ -32,14 +32,14 @@ def test_missing_script_and_unknown_option(tmp_path: Path) -> None:
     assert "--bogus" in msg
     one_line_error(leadline("trace", cwd=tmp_path))
     assert "not a size" in one_line_error(
-        leadline("trace", "--rss-trigger", "lots", "x.py", cwd=tmp_path))
+        leadline("trace", "--rss-trigger", "lots", "x.py", cwd=tmp_path)
+    )
 
 
 def test_missing_and_non_capture_files(tmp_path: Path) -> None:
     assert "no such file" in one_line_error(leadline("report", "missing.lead", cwd=tmp_path))
     (tmp_path / "text.lead").write_text("hello")
-    assert "not a leadline capture" in one_line_error(
-        leadline("report", "text.lead", cwd=tmp_path))
+    assert "not a leadline capture" in one_line_error(leadline("report", "text.lead", cwd=tmp_path))
     assert "is a directory" in one_line_error(leadline("log", ".", cwd=tmp_path))
 
 
@@ -100,8 +100,9 @@ def test_corrupt_chunk_is_detected_by_checksum(tmp_path: Path) -> None:
 def test_unwritable_output(tmp_path: Path) -> None:
     script = tmp_path / "p.py"
     script.write_text("print(1)\n")
-    msg = one_line_error(leadline("trace", "-o", tmp_path / "no" / "dir" / "x.lead", script,
-                                  cwd=tmp_path))
+    msg = one_line_error(
+        leadline("trace", "-o", tmp_path / "no" / "dir" / "x.lead", script, cwd=tmp_path)
+    )
     assert "cannot write" in msg
 
 
@@ -110,7 +111,8 @@ def test_bad_option_values(tmp_path: Path) -> None:
     script.write_text("print(1)\n")
     assert "--previous" in one_line_error(leadline("trace", "--previous", script, cwd=tmp_path))
     assert "max-depth" in one_line_error(
-        leadline("trace", "--max-depth", "-3", script, cwd=tmp_path))
+        leadline("trace", "--max-depth", "-3", script, cwd=tmp_path)
+    )
     _, cap = traced(tmp_path, "print(2)\n")
     one_line_error(leadline("report", cap, "--sort", "nonsense", cwd=tmp_path))
 

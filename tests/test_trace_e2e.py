@@ -16,14 +16,17 @@ MB = 1 << 20
 
 
 def test_known_program_counts_calls_and_events(tmp_path: Path) -> None:
-    r, cap = traced(tmp_path, """
+    r, cap = traced(
+        tmp_path,
+        """
         def leaf(i):
             return i * 2
         def middle(n):
             return sum(leaf(i) for i in range(n))
         for _ in range(10):
             middle(5)
-    """)
+    """,
+    )
     assert r.returncode == 0, r.stderr
     data = report(cap, tmp_path)
     f = funcs(data)
@@ -78,14 +81,17 @@ def test_memory_truth_retained_vs_transient(tmp_path: Path) -> None:
 
 
 def test_worker_thread_is_traced_with_its_allocations(tmp_path: Path) -> None:
-    r, cap = traced(tmp_path, """
+    r, cap = traced(
+        tmp_path,
+        """
         import threading
         def work():
             data = [bytes(1000) for _ in range(2000)]
             return len(data)
         t = threading.Thread(target=work, name="wörker")
         t.start(); t.join()
-    """)
+    """,
+    )
     assert r.returncode == 0, r.stderr
     data = report(cap, tmp_path)
     assert data["summary"]["threads"] == 2
@@ -98,14 +104,18 @@ def test_worker_thread_is_traced_with_its_allocations(tmp_path: Path) -> None:
 
 
 def test_unicode_names_intact(tmp_path: Path) -> None:
-    r, cap = traced(tmp_path, """
+    r, cap = traced(
+        tmp_path,
+        """
         def 計算_ß(x):
             return x + 1
         class Ünïcode:
             def méthode(self):
                 return 計算_ß(1)
         Ünïcode().méthode()
-    """, name="prög.py")
+    """,
+        name="prög.py",
+    )
     assert r.returncode == 0, r.stderr
     names = {row["function"] for row in log_rows(cap, tmp_path)}
     assert {"計算_ß", "Ünïcode.méthode" if sys.version_info >= (3, 11) else "méthode"} <= names
@@ -128,34 +138,49 @@ def test_program_behaviour_unchanged(tmp_path: Path) -> None:
 
 
 def test_exception_traceback_and_status(tmp_path: Path) -> None:
-    script = write(tmp_path, "boom.py", """
+    script = write(
+        tmp_path,
+        "boom.py",
+        """
         def inner():
             raise ValueError("bad value")
         inner()
-    """)
+    """,
+    )
     plain = subprocess.run([PY, script], capture_output=True, text=True)
     r = leadline("trace", "-q", "-o", tmp_path / "x.lead", script, cwd=tmp_path)
     assert r.returncode == plain.returncode == 1
     assert r.stderr.splitlines()[-1] == "ValueError: bad value"
-    assert 'line 3, in inner' in r.stderr and "leadline" not in r.stderr
+    assert "line 3, in inner" in r.stderr and "leadline" not in r.stderr
     data = report(tmp_path / "x.lead", tmp_path)
     assert funcs(data)["inner"]["calls"] == 1
 
 
 def test_module_and_code_targets(tmp_path: Path) -> None:
-    write(tmp_path, "mymod.py", """
+    write(
+        tmp_path,
+        "mymod.py",
+        """
         import sys
         def run():
             print("module ran", sys.argv[1:])
         if __name__ == "__main__":
             run()
-    """)
+    """,
+    )
     r = leadline("trace", "-q", "-o", tmp_path / "m.lead", "-m", "mymod", "x", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "module ran ['x']\n"
     assert funcs(report(tmp_path / "m.lead", tmp_path))["run"]["calls"] == 1
-    r = leadline("trace", "-q", "-o", tmp_path / "c.lead", "-c",
-                 "def h(): return 7\nprint(h())", cwd=tmp_path)
+    r = leadline(
+        "trace",
+        "-q",
+        "-o",
+        tmp_path / "c.lead",
+        "-c",
+        "def h(): return 7\nprint(h())",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0 and r.stdout == "7\n", r.stderr
     assert funcs(report(tmp_path / "c.lead", tmp_path))["h"]["calls"] == 1
 
@@ -238,14 +263,18 @@ def test_filters_and_depth(tmp_path: Path) -> None:
 
 
 def test_c_calls(tmp_path: Path) -> None:
-    r, cap = traced(tmp_path, """
+    r, cap = traced(
+        tmp_path,
+        """
         def f():
             x = []
             for i in range(7):
                 x.append(len("abc"))
             return sorted(x)
         f()
-    """, "--c-calls")
+    """,
+        "--c-calls",
+    )
     assert r.returncode == 0, r.stderr
     rows = log_rows(cap, tmp_path)
     lens = [row for row in rows if row["function"] == "len"]
@@ -259,7 +288,10 @@ def test_c_calls(tmp_path: Path) -> None:
 
 
 def test_sigkill_mid_run_still_reports(tmp_path: Path) -> None:
-    script = write(tmp_path, "long.py", """
+    script = write(
+        tmp_path,
+        "long.py",
+        """
         import sys, time
         def tick(i):
             return i * i
@@ -270,10 +302,15 @@ def test_sigkill_mid_run_still_reports(tmp_path: Path) -> None:
             i += 1
             if i == 200000:
                 print("ready", flush=True)
-    """)
+    """,
+    )
     cap = tmp_path / "killed.lead"
-    proc = subprocess.Popen([PY, "-m", "leadline", "trace", "-o", str(cap), str(script)],
-                            stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [PY, "-m", "leadline", "trace", "-o", str(cap), str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
     time.sleep(1.5)  # chunks are handed to the writer at least once a second
@@ -291,13 +328,16 @@ def test_sigkill_mid_run_still_reports(tmp_path: Path) -> None:
 
 
 def test_os_exit_keeps_the_capture(tmp_path: Path) -> None:
-    r, cap = traced(tmp_path, """
+    r, cap = traced(
+        tmp_path,
+        """
         import os
         def work(): return 1
         for _ in range(5): work()
         print("bye", flush=True)
         os._exit(7)
-    """)
+    """,
+    )
     assert r.returncode == 7 and r.stdout == "bye\n"
     data = report(cap, tmp_path)
     assert data["summary"]["complete"] is True
@@ -305,13 +345,16 @@ def test_os_exit_keeps_the_capture(tmp_path: Path) -> None:
 
 
 def test_deep_recursion(tmp_path: Path) -> None:
-    r, cap = traced(tmp_path, """
+    r, cap = traced(
+        tmp_path,
+        """
         import sys
         sys.setrecursionlimit(20000)
         def down(n):
             return 0 if n == 0 else 1 + down(n - 1)
         print(down(5000))
-    """)
+    """,
+    )
     assert r.returncode == 0 and r.stdout == "5000\n", r.stderr
     data = report(cap, tmp_path)
     down = funcs(data)["down"]
@@ -323,7 +366,9 @@ def test_deep_recursion(tmp_path: Path) -> None:
 
 
 def test_fork_and_multiprocessing(tmp_path: Path) -> None:
-    r, cap = traced(tmp_path, """
+    r, cap = traced(
+        tmp_path,
+        """
         import multiprocessing as mp, os
         def square(x):
             return x * x
@@ -339,7 +384,8 @@ def test_fork_and_multiprocessing(tmp_path: Path) -> None:
                 os._exit(0)
             os.waitpid(pid, 0)
             parent_work()
-    """)
+    """,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == "285\n"
     data = report(cap, tmp_path)
@@ -350,7 +396,9 @@ def test_fork_and_multiprocessing(tmp_path: Path) -> None:
 
 
 def test_asyncio(tmp_path: Path) -> None:
-    r, cap = traced(tmp_path, """
+    r, cap = traced(
+        tmp_path,
+        """
         import asyncio
         async def leaf(i):
             await asyncio.sleep(0)
@@ -358,7 +406,8 @@ def test_asyncio(tmp_path: Path) -> None:
         async def main():
             return sum(await asyncio.gather(*(leaf(i) for i in range(10))))
         print(asyncio.run(main()))
-    """)
+    """,
+    )
     assert r.returncode == 0 and r.stdout == "45\n", r.stderr
     f = funcs(report(cap, tmp_path))
     # each coroutine starts, suspends at the sleep and resumes: two activations
@@ -369,11 +418,14 @@ def test_asyncio(tmp_path: Path) -> None:
 def test_chrome_trace_export(tmp_path: Path) -> None:
     import json
 
-    r, cap = traced(tmp_path, """
+    _r, cap = traced(
+        tmp_path,
+        """
         def a(): return b()
         def b(): return 1
         for _ in range(4): a()
-    """)
+    """,
+    )
     out = tmp_path / "t.json"
     e = leadline("export", cap, "--format", "chrome", "-o", out, cwd=tmp_path)
     assert e.returncode == 0, e.stderr
@@ -389,20 +441,24 @@ def test_chrome_trace_export(tmp_path: Path) -> None:
 
 
 def test_python_api_context_manager_and_decorator(tmp_path: Path) -> None:
-    script = write(tmp_path, "api.py", f"""
+    script = write(
+        tmp_path,
+        "api.py",
+        f"""
         import leadline
         def inside(): return sum(range(100))
         def outside(): return 0
         outside()
-        with leadline.trace({str(tmp_path / 'cm.lead')!r}, rss_trigger=0):
+        with leadline.trace({str(tmp_path / "cm.lead")!r}, rss_trigger=0):
             for _ in range(3):
                 inside()
         outside()
-        @leadline.traced({str(tmp_path / 'dec.lead')!r})
+        @leadline.traced({str(tmp_path / "dec.lead")!r})
         def decorated(n):
             return [inside() for _ in range(n)]
         decorated(4)
-    """)
+    """,
+    )
     r = subprocess.run([PY, script], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     f = funcs(report(tmp_path / "cm.lead", tmp_path))
@@ -412,7 +468,9 @@ def test_python_api_context_manager_and_decorator(tmp_path: Path) -> None:
 
 
 def test_text_report_table(tmp_path: Path) -> None:
-    r, cap = traced(tmp_path, "def hot():\n    return sum(range(1000))\nfor _ in range(50): hot()\n")
+    _r, cap = traced(
+        tmp_path, "def hot():\n    return sum(range(1000))\nfor _ in range(50): hot()\n"
+    )
     text = leadline("report", cap, "--sort", "calls", "--limit", "3", cwd=tmp_path, check=True)
     lines = text.stdout.splitlines()
     assert lines[0].startswith("leadline trace of:")
@@ -423,7 +481,9 @@ def test_text_report_table(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring tool ids")
 def test_coexists_with_another_monitoring_tool(tmp_path: Path) -> None:
-    r, cap = traced(tmp_path, """
+    r, cap = traced(
+        tmp_path,
+        """
         import sys
         mon = sys.monitoring
         seen = []
@@ -434,7 +494,8 @@ def test_coexists_with_another_monitoring_tool(tmp_path: Path) -> None:
         for _ in range(3): f()
         mon.set_events(mon.COVERAGE_ID, 0)
         print(sum(1 for c in seen if c.co_name == "f"))
-    """)
+    """,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == "3\n"  # the other tool still sees every call
     assert funcs(report(cap, tmp_path))["f"]["calls"] == 3
@@ -442,16 +503,20 @@ def test_coexists_with_another_monitoring_tool(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="setprofile conflict is < 3.12 only")
 def test_refuses_over_another_profiler(tmp_path: Path) -> None:
-    script = write(tmp_path, "p.py", f"""
+    script = write(
+        tmp_path,
+        "p.py",
+        f"""
         import cProfile, leadline
         pr = cProfile.Profile(); pr.enable()
         try:
-            with leadline.trace({str(tmp_path / 'x.lead')!r}):
+            with leadline.trace({str(tmp_path / "x.lead")!r}):
                 pass
         except Exception as e:
             print(type(e).__name__, e)
         pr.disable()
-    """)
+    """,
+    )
     r = subprocess.run([PY, script], capture_output=True, text=True)
     assert "another profiler is active" in r.stdout, r.stdout + r.stderr
 

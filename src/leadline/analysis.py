@@ -187,10 +187,10 @@ def _downsample(cap: Capture, rss_values: list[int]) -> list[tuple[int, int]]:
     """At most TIMELINE_POINTS points, keeping each bucket's maximum so peaks survive."""
     times = [cap.ns(t) for t in cap.timeline_t]
     if len(times) <= TIMELINE_POINTS:
-        return list(zip(times, rss_values))
+        return list(zip(times, rss_values, strict=False))
     span = max(times[-1] - times[0], 1)
     buckets: dict[int, tuple[int, int]] = {}
-    for t, v in zip(times, rss_values):
+    for t, v in zip(times, rss_values, strict=False):
         b = (t - times[0]) * (TIMELINE_POINTS - 1) // span
         cur = buckets.get(b)
         if cur is None or v > cur[1]:

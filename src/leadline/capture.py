@@ -91,7 +91,7 @@ class Capture:
     def __init__(self, path: str | Path, progress: Progress | None = None) -> None:
         self.path = Path(path)
         try:
-            self._f: BinaryIO = open(self.path, "rb")  # noqa: SIM115 - closed by close()
+            self._f: BinaryIO = open(self.path, "rb")
         except FileNotFoundError:
             raise LeadlineError(f"{self.path}: no such file") from None
         except IsADirectoryError:
@@ -225,7 +225,7 @@ class Capture:
         """(thread serial, payload) of every readable event chunk, in file order."""
         total = sum(c.length for c in self.event_chunks) or 1
         done = 0
-        for chunk, crc in zip(self.event_chunks, self._crcs):
+        for chunk, crc in zip(self.event_chunks, self._crcs, strict=False):
             self._f.seek(chunk.offset)
             payload = self._f.read(chunk.length)
             if zlib.crc32(payload) != crc:
@@ -256,7 +256,7 @@ class Capture:
             return
 
         def one(stream: int) -> Iterator[tuple[int, int, tuple[int, int, int, int, int, int, int]]]:
-            for chunk, crc in zip(self.event_chunks, self._crcs):
+            for chunk, crc in zip(self.event_chunks, self._crcs, strict=False):
                 if chunk.stream != stream:
                     continue
                 self._f.seek(chunk.offset)
@@ -298,7 +298,7 @@ class Capture:
         return int((ticks - self.t_start) * self.tick_ns)
 
     def thread_name(self, serial: int) -> str:
-        tid, ident = self.threads.get(serial, (0, 0))
+        _tid, ident = self.threads.get(serial, (0, 0))
         names: dict[str, str] = (self.end or {}).get("threads", {})
         return names.get(str(ident)) or f"thread-{serial}"
 

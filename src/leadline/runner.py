@@ -30,8 +30,9 @@ class Target:
         return [self.argv0, *self.args]
 
 
-def parse_target(program: list[str] | None, module: list[str] | None,
-                 code: list[str] | None) -> Target:
+def parse_target(
+    program: list[str] | None, module: list[str] | None, code: list[str] | None
+) -> Target:
     if module:
         return Target("module", module[0], module[1:])
     if code:
@@ -79,18 +80,23 @@ def _load(target: Target) -> tuple[types.CodeType, dict[str, object]]:
         with open(path, "rb") as f:
             source = f.read()
         code = compile(source, target.value, "exec", dont_inherit=True)
-        return code, _main_namespace(__file__=target.value, __cached__=None, __package__=None,
-                                     __loader__=None, __spec__=None)
+        return code, _main_namespace(
+            __file__=target.value, __cached__=None, __package__=None, __loader__=None, __spec__=None
+        )
     if target.kind == "module":
         sys.path.insert(0, os.getcwd())
         try:
-            mod_name, spec, code = runpy._get_module_details(target.value)  # type: ignore[attr-defined]
+            _mod_name, spec, code = runpy._get_module_details(target.value)  # type: ignore[attr-defined]
         except ImportError as e:
             raise LeadlineError(f"-m {target.value}: {e}") from None
         sys.argv[0] = spec.origin or target.value
-        return code, _main_namespace(__file__=spec.origin, __cached__=spec.cached,
-                                     __package__=spec.parent, __loader__=spec.loader,
-                                     __spec__=spec)
+        return code, _main_namespace(
+            __file__=spec.origin,
+            __cached__=spec.cached,
+            __package__=spec.parent,
+            __loader__=spec.loader,
+            __spec__=spec,
+        )
     sys.path.insert(0, "")
     return compile(target.value, "<string>", "exec", dont_inherit=True), _main_namespace()
 

@@ -143,7 +143,7 @@ class Tracer:
         self._events: list[int] = []
         self._started = 0.0
         self._thread_names: dict[str, str] = {}
-        self._real_exit: Callable[[int], Any] | None = None
+        self._real_exit: Callable[[int], Any] | None = None  # os._exit while we wrap it
         self._real_thread_start: Callable[[threading.Thread], None] | None = None
         self.result: TraceResult | None = None
 
@@ -201,7 +201,7 @@ class Tracer:
             raise
         self._started = time.perf_counter()
         self._real_exit = os._exit
-        os._exit = self._exit_wrapper
+        os._exit = self._exit_wrapper  # type: ignore[assignment]
         self._watch_thread_names()
         return self
 
@@ -217,7 +217,7 @@ class Tracer:
                 names[str(thread.ident)] = thread.name
 
         self._real_thread_start = real_start
-        threading.Thread.start = start  # type: ignore[method-assign]
+        threading.Thread.start = start  # type: ignore[method-assign,assignment]
 
     def _install(self) -> None:
         s = self._session
@@ -268,7 +268,7 @@ class Tracer:
             mon.free_tool_id(self._tool)
             self._tool = None
         elif not _native.MONITORING:
-            threading.setprofile(None)  # type: ignore[arg-type]
+            threading.setprofile(None)
 
     def stop(self) -> TraceResult:
         if self.result is not None:
@@ -276,9 +276,9 @@ class Tracer:
         if self._session is None:
             raise LeadlineError("this trace was not started")
         if self._real_exit is not None and os._exit == self._exit_wrapper:
-            os._exit = self._real_exit
+            os._exit = self._real_exit  # type: ignore[assignment]
         if self._real_thread_start is not None:
-            threading.Thread.start = self._real_thread_start  # type: ignore[method-assign]
+            threading.Thread.start = self._real_thread_start  # type: ignore[method-assign,assignment]
             self._real_thread_start = None
         self._uninstall()
         s = self._session

@@ -11,21 +11,21 @@ from typing import IO
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..capture import Capture
+from ..capture import Progress as Progress_
 from ..errors import LeadlineError
-from ..render import RenderOptions, get_renderer
+from ..render import RenderOptions
 from ..render.base import Renderer
 
 BIG_CAPTURE = 32 << 20
 
 
 @contextlib.contextmanager
-def progress_bar(total_bytes: int, label: str) -> Iterator[object]:
+def progress_bar(total_bytes: int, label: str) -> Iterator[Progress_ | None]:
     """A progress bar on stderr when it is a terminal and the work is big enough to wait for."""
     if total_bytes < BIG_CAPTURE or not sys.stderr.isatty():
         yield None
         return
-    with Progress(TextColumn(label), BarColumn(), TimeRemainingColumn(),
-                  transient=True) as bar:
+    with Progress(TextColumn(label), BarColumn(), TimeRemainingColumn(), transient=True) as bar:
         task = bar.add_task(label, total=1.0)
 
         def update(done: int, total: int) -> None:
@@ -40,25 +40,30 @@ def open_output(path: str | None, binary: bool = False) -> Iterator[IO[str]]:
         yield sys.stdout
         return
     try:
-        with open(Path(path), "w", encoding="utf-8") as f:  # type: ignore[arg-type]
+        with open(Path(str(path)), "w", encoding="utf-8") as f:
             yield f
     except OSError as e:
         raise LeadlineError(f"cannot write {path}: {e.strerror}") from None
 
 
-def render_capture(capture_path: str, renderer: Renderer, output: str | None,
-                   options: RenderOptions) -> int:
+def render_capture(
+    capture_path: str, renderer: Renderer, output: str | None, options: RenderOptions
+) -> int:
     with Capture(capture_path) as cap:
         with progress_bar(cap.size, f"reading {Path(capture_path).name}") as update:
-            opts = RenderOptions(sort=options.sort, limit=options.limit, color=options.color,
-                                 width=options.width, progress=update)  # type: ignore[arg-type]
+            opts = RenderOptions(
+                sort=options.sort,
+                limit=options.limit,
+                color=options.color,
+                width=options.width,
+                progress=update,
+            )
             with open_output(output) as out:
                 renderer.render(cap, out, opts)
         if cap.damage:
-            print(f"leadline: warning: {capture_path}: {cap.damage}; "
-                  f"{cap.unused_bytes} bytes could not be read", file=sys.stderr)
+            print(
+                f"leadline: warning: {capture_path}: {cap.damage}; "
+                f"{cap.unused_bytes} bytes could not be read",
+                file=sys.stderr,
+            )
     return 0
-
-
-def renderer_named(name: str) -> Renderer:
-    return get_renderer(name)

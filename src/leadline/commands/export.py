@@ -12,20 +12,25 @@ from ._common import render_capture
 
 def register(sub: Any) -> None:
     names = sorted(all_renderers())
-    p = sub.add_parser("export", help="convert a capture (chrome trace, json, html, log)",
-                       description="Formats: " + ", ".join(
-                           f"{n} ({cls.description})" for n, cls in sorted(all_renderers().items())))
+    p = sub.add_parser(
+        "export",
+        help="convert a capture (chrome trace, json, html, log)",
+        description="Formats: "
+        + ", ".join(f"{n} ({cls.description})" for n, cls in sorted(all_renderers().items())),
+    )
     p.add_argument("capture", help="a .lead capture file")
     p.add_argument("--format", required=True, choices=names)
-    p.add_argument("-o", "--output", help="output file (default: CAPTURE with the format's "
-                   "extension)")
+    p.add_argument(
+        "-o", "--output", help="output file (default: CAPTURE with the format's extension)"
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     renderer = get_renderer(args.format)
-    output = args.output or (str(args.capture).removesuffix(".lead") + f".{args.format}."
-                             f"{renderer.extension}")
+    output = args.output or (
+        str(args.capture).removesuffix(".lead") + f".{args.format}.{renderer.extension}"
+    )
     status = render_capture(args.capture, renderer, output, RenderOptions())
     print(f"leadline: wrote {output}")
     return status

@@ -11,8 +11,11 @@ from ._common import render_capture
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("log", help="print every recorded event (Event, dEvent, Clock, What, "
-                       "File, #line, Function, RSS, dRSS)")
+    p = sub.add_parser(
+        "log",
+        help="print every recorded event (Event, dEvent, Clock, What, "
+        "File, #line, Function, RSS, dRSS)",
+    )
     p.add_argument("capture", help="a .lead capture file")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("-o", "--output", help="write here instead of standard output")

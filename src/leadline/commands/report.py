@@ -12,19 +12,37 @@ from ._common import render_capture
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("report", help="per-function time and memory totals of a capture",
-                       description="Per function: calls, inclusive/exclusive wall time, "
-                       "inclusive/exclusive RSS growth, heap bytes allocated, peak growth.")
+    p = sub.add_parser(
+        "report",
+        help="per-function time and memory totals of a capture",
+        description="Per function: calls, inclusive/exclusive wall time, "
+        "inclusive/exclusive RSS growth, heap bytes allocated, peak growth.",
+    )
     p.add_argument("capture", help="a .lead capture file")
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", dest="format", action="store_const", const="json",
-                     help="machine-readable JSON (docs/report-json.md)")
-    fmt.add_argument("--html", dest="format", action="store_const", const="html",
-                     help="self-contained HTML page: memory timeline and flame graph")
-    fmt.add_argument("--format", dest="format", choices=sorted(all_renderers()),
-                     help="any output format")
-    p.add_argument("--sort", default="incl", choices=list(SORT_KEYS),
-                   help="order of the table (default: inclusive time)")
+    fmt.add_argument(
+        "--json",
+        dest="format",
+        action="store_const",
+        const="json",
+        help="machine-readable JSON (docs/report-json.md)",
+    )
+    fmt.add_argument(
+        "--html",
+        dest="format",
+        action="store_const",
+        const="html",
+        help="self-contained HTML page: memory timeline and flame graph",
+    )
+    fmt.add_argument(
+        "--format", dest="format", choices=sorted(all_renderers()), help="any output format"
+    )
+    p.add_argument(
+        "--sort",
+        default="incl",
+        choices=list(SORT_KEYS),
+        help="order of the table (default: inclusive time)",
+    )
     p.add_argument("--limit", type=int, default=None, help="rows to show (text: 25)")
     p.add_argument("-o", "--output", help="write here instead of standard output")
     p.set_defaults(func=run, format="text")
@@ -35,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     output = args.output
     if args.format == "html" and not output:
         output = str(args.capture).removesuffix(".lead") + ".html"
-    status = render_capture(args.capture, renderer, output,
-                            RenderOptions(sort=args.sort, limit=args.limit))
+    status = render_capture(
+        args.capture, renderer, output, RenderOptions(sort=args.sort, limit=args.limit)
+    )
     if args.format == "html":
         print(f"leadline: wrote {output}")
     return status

@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import runner
 from ..errors import LeadlineError
-from ..tracer import Tracer, TraceOptions, default_output
+from ..tracer import TraceOptions, Tracer, default_output
 
 
 def _bytes(text: str) -> int:
@@ -24,12 +24,26 @@ def _bytes(text: str) -> int:
 
 def add_target_arguments(p: argparse.ArgumentParser) -> None:
     """The program to run, as `python` takes it; shared by every command that runs one."""
-    p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",
-                   help="run a library module as a script")
-    p.add_argument("-c", dest="code", nargs=argparse.REMAINDER, metavar="CODE ...",
-                   help="run a program passed in as a string")
-    p.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args]",
-                   help="the script and its arguments (a leading -- is allowed)")
+    p.add_argument(
+        "-m",
+        dest="module",
+        nargs=argparse.REMAINDER,
+        metavar="MODULE ...",
+        help="run a library module as a script",
+    )
+    p.add_argument(
+        "-c",
+        dest="code",
+        nargs=argparse.REMAINDER,
+        metavar="CODE ...",
+        help="run a program passed in as a string",
+    )
+    p.add_argument(
+        "program",
+        nargs=argparse.REMAINDER,
+        metavar="script.py [args]",
+        help="the script and its arguments (a leading -- is allowed)",
+    )
 
 
 def register(sub: Any) -> None:
@@ -40,28 +54,66 @@ def register(sub: Any) -> None:
         "timestamp, RSS and Python-heap bytes allocated, into a capture file.",
     )
     p.add_argument("-o", "--output", help="capture file (default: PROGRAM-trace-DATE-PID.lead)")
-    p.add_argument("--c-calls", action="store_true",
-                   help="also record calls into builtins (C_CALL/C_RETURN/C_EXCEPTION)")
-    p.add_argument("--rss-trigger", type=_bytes, default=0, metavar="BYTES",
-                   help="record only events where RSS moved by at least BYTES since the last "
-                   "recorded one (-1: one page)")
-    p.add_argument("--previous", action="store_true",
-                   help="with --rss-trigger, also record the event just before each one")
-    p.add_argument("--include", action="append", default=[], metavar="GLOB",
-                   help="trace only functions in modules or paths matching GLOB (repeatable)")
-    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
-                   help="do not trace functions in modules or paths matching GLOB (repeatable)")
-    p.add_argument("--max-depth", type=int, default=0, metavar="N",
-                   help="record only calls less than N deep (0: no limit)")
-    p.add_argument("--exact-rss", action="store_true",
-                   help="read RSS from /proc on every event (about 0.5 us an event) instead of "
-                   "the 1 ms sampler")
-    p.add_argument("--no-heap", dest="heap", action="store_false",
-                   help="do not hook the Python allocator")
-    p.add_argument("--rss-period", type=float, default=1.0, metavar="MS",
-                   help="RSS sampling period in milliseconds (default 1)")
-    p.add_argument("--hook-only", action="store_true",
-                   help="install the hook but record nothing (measures the hook's own cost)")
+    p.add_argument(
+        "--c-calls",
+        action="store_true",
+        help="also record calls into builtins (C_CALL/C_RETURN/C_EXCEPTION)",
+    )
+    p.add_argument(
+        "--rss-trigger",
+        type=_bytes,
+        default=0,
+        metavar="BYTES",
+        help="record only events where RSS moved by at least BYTES since the last "
+        "recorded one (-1: one page)",
+    )
+    p.add_argument(
+        "--previous",
+        action="store_true",
+        help="with --rss-trigger, also record the event just before each one",
+    )
+    p.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="trace only functions in modules or paths matching GLOB (repeatable)",
+    )
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="do not trace functions in modules or paths matching GLOB (repeatable)",
+    )
+    p.add_argument(
+        "--max-depth",
+        type=int,
+        default=0,
+        metavar="N",
+        help="record only calls less than N deep (0: no limit)",
+    )
+    p.add_argument(
+        "--exact-rss",
+        action="store_true",
+        help="read RSS from /proc on every event (about 0.5 us an event) instead of "
+        "the 1 ms sampler",
+    )
+    p.add_argument(
+        "--no-heap", dest="heap", action="store_false", help="do not hook the Python allocator"
+    )
+    p.add_argument(
+        "--rss-period",
+        type=float,
+        default=1.0,
+        metavar="MS",
+        help="RSS sampling period in milliseconds (default 1)",
+    )
+    p.add_argument(
+        "--hook-only",
+        action="store_true",
+        help="install the hook but record nothing (measures the hook's own cost)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")
     add_target_arguments(p)
     p.set_defaults(func=run)

@@ -27,23 +27,56 @@ class ChromeTrace(Renderer):
             first = False
 
         for serial in sorted({c.stream for c in cap.event_chunks}):
-            emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": serial,
-                  "args": {"name": cap.thread_name(serial)}})
+            emit(
+                {
+                    "ph": "M",
+                    "name": "thread_name",
+                    "pid": pid,
+                    "tid": serial,
+                    "args": {"name": cap.thread_name(serial)},
+                }
+            )
         depth: dict[int, int] = {}
         for stream, (_n, kind, fid, t, rss_pages, heap, _off) in cap.events():
             ts = cap.ns(t) / 1000.0
             if kind in (0, 2):
                 f = cap.function(fid)
                 depth[stream] = depth.get(stream, 0) + 1
-                emit({"ph": "B", "name": f.label, "cat": "c" if kind == 2 else "py", "pid": pid,
-                      "tid": stream, "ts": ts,
-                      "args": {"file": f.file, "line": f.line, "rss": rss_pages * page,
-                               "heap_allocated": heap}})
+                emit(
+                    {
+                        "ph": "B",
+                        "name": f.label,
+                        "cat": "c" if kind == 2 else "py",
+                        "pid": pid,
+                        "tid": stream,
+                        "ts": ts,
+                        "args": {
+                            "file": f.file,
+                            "line": f.line,
+                            "rss": rss_pages * page,
+                            "heap_allocated": heap,
+                        },
+                    }
+                )
             elif depth.get(stream, 0) > 0:
                 depth[stream] -= 1
-                emit({"ph": "E", "pid": pid, "tid": stream, "ts": ts,
-                      "args": {"rss": rss_pages * page}})
-        for t, v in zip(cap.timeline_t, cap.timeline_rss):
-            emit({"ph": "C", "name": "RSS", "pid": pid, "ts": cap.ns(t) / 1000.0,
-                  "args": {"bytes": v * page}})
+                emit(
+                    {
+                        "ph": "E",
+                        "pid": pid,
+                        "tid": stream,
+                        "ts": ts,
+                        "args": {"rss": rss_pages * page},
+                    }
+                )
+        for t, v in zip(cap.timeline_t, cap.timeline_rss, strict=False):
+            emit(
+                {
+                    "ph": "C",
+                    "name": "RSS",
+                    "pid": pid,
+                    "ts": cap.ns(t) / 1000.0,
+                    "args": {"bytes": v * page},
+                }
+            )
         out.write("\n]}\n")

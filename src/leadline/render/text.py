@@ -19,8 +19,15 @@ def make_console(out: IO[str], options: RenderOptions) -> Console:
     is_tty = out.isatty()
     no_color = bool(os.environ.get("NO_COLOR")) or options.color is False or not is_tty
     width = options.width or (None if is_tty else max(140, shutil.get_terminal_size().columns))
-    return Console(file=out, no_color=no_color, highlight=False, width=width, soft_wrap=False,
-                   force_terminal=is_tty and options.color is not False, emoji=False)
+    return Console(
+        file=out,
+        no_color=no_color,
+        highlight=False,
+        width=width,
+        soft_wrap=False,
+        force_terminal=is_tty and options.color is not False,
+        emoji=False,
+    )
 
 
 def header_lines(p: TraceProfile) -> list[str]:
@@ -54,8 +61,15 @@ class TextReport(Renderer):
         for line in header_lines(p):
             console.print(line, markup=False)
         table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-        for col in ("Calls", "Incl time", "Self time", "Incl RSS", "Self RSS", "Heap alloc",
-                    "Peak Δ"):
+        for col in (
+            "Calls",
+            "Incl time",
+            "Self time",
+            "Incl RSS",
+            "Self RSS",
+            "Heap alloc",
+            "Peak Δ",
+        ):
             table.add_column(col, justify="right", no_wrap=True)
         table.add_column("Function", overflow="fold")
         funcs = p.sorted_functions(options.sort)[: options.limit or 25]

@@ -1,0 +1,42 @@
+"""The real CLI's HTML report of a real trace, opened in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from browser import render_in_chromium
+from conftest import leadline, traced
+
+
+def test_cli_html_report_in_chromium(tmp_path: Path) -> None:
+    r, cap = traced(
+        tmp_path,
+        """
+        def allocate_rows():
+            return [list(range(200)) for _ in range(3000)]
+        def 解析(rows):
+            return sum(len(r) for r in rows)
+        rows = allocate_rows()
+        print(解析(rows))
+    """,
+    )
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "report.html"
+    h = leadline("report", cap, "--html", "-o", out, cwd=tmp_path)
+    assert h.returncode == 0, h.stderr
+    page = out.read_text(encoding="utf-8")
+    assert "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+    result = render_in_chromium(out, "search=allocate_rows")
+    assert result.console_errors == []
+    assert result.element_text("ll-errors").strip() == ""
+    state = result.state()
+    names = json.loads(state["rendered-names"])
+    assert "allocate_rows" in names and "解析" in names
+    assert int(state["search-matches"]) == 1
+    assert all(req.startswith("file://") for req in result.requests)
+    # weighted by heap bytes, the allocating function keeps nearly all of the graph
+    heap = render_in_chromium(out, "search=allocate_rows&metric=heap")
+    assert heap.console_errors == []
+    assert heap.state()["metric"] == "heap"
+    assert float(heap.state()["search-share"]) > 0.9
