@@ -14,9 +14,15 @@ def test_cli_html_report_in_chromium(tmp_path: Path) -> None:
         tmp_path,
         """
         def allocate_rows():
-            return [list(range(200)) for _ in range(3000)]
+            rows = []
+            for _ in range(3000):
+                rows.append(list(range(200)))
+            return rows
         def 解析(rows):
-            return sum(len(r) for r in rows)
+            total = 0
+            for r in rows:
+                total += len(r)
+            return total
         rows = allocate_rows()
         print(解析(rows))
     """,

@@ -121,6 +121,20 @@ def _thread_names() -> dict[str, str]:
 
 
 _monitoring_used_before = False
+_current: Tracer | None = None  # the running trace, for the fork handler
+
+
+def _after_fork_in_child() -> None:
+    """A forked child records nothing (its parent's capture is not its to write): remove the
+    hooks so that the child runs at full speed.  The native side already closed the file."""
+    if _current is not None:
+        try:
+            _current.stop()
+        except Exception:  # never disturb the child
+            pass
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Tracer:
@@ -146,6 +160,7 @@ class Tracer:
         self._real_exit: Callable[[int], Any] | None = None  # os._exit while we wrap it
         self._real_thread_start: Callable[[threading.Thread], None] | None = None
         self.result: TraceResult | None = None
+        self.pid = 0  # the process that records (a forked child does not)
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> Tracer:
@@ -203,6 +218,9 @@ class Tracer:
         self._real_exit = os._exit
         os._exit = self._exit_wrapper  # type: ignore[assignment]
         self._watch_thread_names()
+        self.pid = os.getpid()
+        global _current
+        _current = self
         return self
 
     def _watch_thread_names(self) -> None:
@@ -275,6 +293,9 @@ class Tracer:
             return self.result
         if self._session is None:
             raise LeadlineError("this trace was not started")
+        global _current
+        if _current is self:
+            _current = None
         if self._real_exit is not None and os._exit == self._exit_wrapper:
             os._exit = self._real_exit  # type: ignore[assignment]
         if self._real_thread_start is not None:
@@ -302,7 +323,7 @@ class Tracer:
             dropped_chunks=written["dropped_chunks"],
             seconds=time.perf_counter() - self._started,
         )
-        if self.result.write_error:
+        if self.result.write_error and os.getpid() == self.pid:
             print(
                 f"leadline: warning: writing {self.path} failed ({self.result.write_error}); "
                 "the capture holds what was written before",

@@ -107,10 +107,13 @@ static void *writer_main(void *arg) {
     uint8_t h[16] = {'L', 'E', 'A', 'D', 'L', 'I', 'N', 'E', LL_FORMAT_MAJOR, 0, LL_FORMAT_MINOR, 0,
                      0, 0, 0, 0};
     struct iovec iov = {h, sizeof h};
-    int herr = write_all(w->fd, &iov, 1);
+    int herr = w->header_done ? 0 : write_all(w->fd, &iov, 1);
     pthread_mutex_lock(&w->mu);
-    if (herr) w->error = herr;
-    else w->bytes_written += sizeof h;
+    if (!w->header_done) {
+        w->header_done = 1;
+        if (herr) w->error = herr;
+        else w->bytes_written += sizeof h;
+    }
     for (;;) {
         while (!w->head && !w->stopping) pthread_cond_wait(&w->cv, &w->mu);
         LLChunk *c = w->head;
@@ -226,7 +229,30 @@ void ll_writer_define(LLWriter *w, uint8_t kind, const uint8_t *rec, size_t n) {
     pthread_mutex_unlock(&w->mu);
 }
 
+/* fork(): the thread is joined before and started again after, in the parent, so that the
+ * child inherits no thread mid-wait (and the parent looks single-threaded to os.fork()). */
+void ll_writer_pause(LLWriter *w) {
+    if (!w->thread_started) return;
+    pthread_mutex_lock(&w->mu);
+    w->stopping = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    w->thread_started = 0;
+    w->stopping = 0;
+    w->paused = 1;
+}
+
+int ll_writer_resume(LLWriter *w) {
+    if (!w->paused) return 0;
+    w->paused = 0;
+    int err = pthread_create(&w->thread, NULL, writer_main, w);
+    if (!err) w->thread_started = 1;
+    return err;
+}
+
 void ll_writer_close(LLWriter *w) {
+    ll_writer_resume(w); /* a paused writer still has a queue to drain */
     pthread_mutex_lock(&w->mu);
     ll_writer_submit_locked(w, NULL);
     w->stopping = 1;

@@ -129,6 +129,8 @@ typedef struct {
     size_t nfree;
     LLChunk *pending[LL_CHUNK_THREADS + 1]; /* definitions not yet queued, by kind */
     int stopping;
+    int paused;      /* joined around a fork(), restarted at the next event */
+    int header_done; /* the file header is written once, by the first writer thread */
     int error; /* errno of the first failed write; nothing is written after it */
     uint64_t bytes_written;
     uint64_t dropped_chunks;
@@ -140,6 +142,8 @@ void ll_writer_submit(LLWriter *w, LLChunk *c);                    /* takes owne
 void ll_writer_submit_locked(LLWriter *w, LLChunk *c);             /* caller holds w->mu */
 void ll_writer_define(LLWriter *w, uint8_t kind, const uint8_t *rec, size_t n); /* a record */
 void ll_writer_close(LLWriter *w); /* drains the queue, joins the thread, closes fd */
+void ll_writer_pause(LLWriter *w);
+int ll_writer_resume(LLWriter *w);
 uint32_t ll_crc32(const uint8_t *p, size_t n);
 
 /* ---- memory ---- */
@@ -150,6 +154,7 @@ typedef struct {
     unsigned period_us;
     pthread_t thread;
     int running; /* atomic */
+    int paused;
     LLChunk *timeline;
     uint64_t tl_last_t, tl_last_rss;
     LLWriter *w;
@@ -157,6 +162,8 @@ typedef struct {
 
 int ll_rss_start(LLRss *r, LLWriter *w, unsigned period_us);
 void ll_rss_stop(LLRss *r); /* joins the sampler and queues its last timeline chunk */
+void ll_rss_pause(LLRss *r);
+int ll_rss_resume(LLRss *r);
 uint64_t ll_rss_read_exact(LLRss *r);
 static inline uint64_t ll_rss_published(LLRss *r) {
     return __atomic_load_n(&r->rss_pages, __ATOMIC_RELAXED);

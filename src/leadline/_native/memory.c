@@ -115,6 +115,22 @@ int ll_rss_start(LLRss *r, LLWriter *w, unsigned period_us) {
     return 0;
 }
 
+void ll_rss_pause(LLRss *r) {
+    if (__atomic_exchange_n(&r->running, 0, __ATOMIC_ACQ_REL)) {
+        pthread_join(r->thread, NULL);
+        r->paused = 1;
+    }
+}
+
+int ll_rss_resume(LLRss *r) {
+    if (!r->paused) return 0;
+    r->paused = 0;
+    r->running = 1;
+    int err = pthread_create(&r->thread, NULL, sampler_main, r);
+    if (err) r->running = 0;
+    return err;
+}
+
 void ll_rss_stop(LLRss *r) {
     if (__atomic_exchange_n(&r->running, 0, __ATOMIC_ACQ_REL)) pthread_join(r->thread, NULL);
     if (r->statm_fd >= 0) {

@@ -111,6 +111,7 @@ typedef struct LLSession {
     int64_t trigger_pages;
     int64_t max_depth;
     uint64_t flush_ticks;
+    uint64_t resume_after; /* after a fork: tick at which the threads restart */
     PyObject *filter;         /* callable(filename, qualname) -> bool, or NULL */
     PyObject *exclude_prefix; /* str: leadline's own files are never traced */
     PyObject *disable;        /* sys.monitoring.DISABLE, or NULL */
@@ -132,6 +133,7 @@ typedef struct LLSession {
 #define LL_FN_EXCLUDED (1ull << 32)
 #define LL_FN_MASK ((1ull << 40) - 1)
 #define LL_FN_ID(v) ((v) & 0xFFFFFFFFull)
+#define LL_RESUME 2 /* value of Session.active in a parent right after fork() */
 
 static Py_ssize_t code_extra_index = -1; /* requested once, at module init */
 static pthread_key_t exit_key;            /* its destructor hands over an exiting thread's chunk */
@@ -476,6 +478,28 @@ static uint64_t c_func(LLSession *s, PyObject *callable) {
 
 /* ---- the event paths shared by both hook mechanisms ---- */
 
+/* The parent of a fork() restarts its writer and sampler at its first event after it. */
+static int session_resume(LLSession *s) {
+    pthread_mutex_lock(&ll_global_lock);
+    if (s->active == LL_RESUME) {
+        ll_writer_resume(&s->w);
+        ll_rss_resume(&s->rss);
+        s->active = 1;
+    }
+    pthread_mutex_unlock(&ll_global_lock);
+    return s->active == 1;
+}
+
+/* Recording?  Just after a fork the parent records into its buffers as usual and restarts its
+ * threads 1 ms later: os.fork() counts the process's threads after running the Python
+ * after-fork callbacks, whose own events must not bring the threads back before that. */
+static inline int session_ready(LLSession *s) {
+    if (LL_LIKELY(s->active == 1)) return 1;
+    if (s->active != LL_RESUME) return 0;
+    if (ll_ticks() >= s->resume_after) session_resume(s);
+    return 1;
+}
+
 /* Returns 1 when the function is excluded (sys.monitoring may then disable the location). */
 static inline __attribute__((always_inline)) int on_py(LLSession *s, PyObject *code, int kind, int64_t off) {
     LLThreadStream *ts = current_stream(s);
@@ -553,13 +577,13 @@ static PyObject *disable_or_none(LLSession *s, int excluded) {
 static PyObject *hook_enter_local(PyObject *self, PyObject *const *args, size_t nargsf,
                                   PyObject *kw) {
     LLSession *s = HOOK_SESSION(self);
-    if (LL_UNLIKELY(!s->active || NARGS(nargsf) < 1)) Py_RETURN_NONE;
+    if (LL_UNLIKELY(!session_ready(s) || NARGS(nargsf) < 1)) Py_RETURN_NONE;
     return disable_or_none(s, on_py(s, args[0], LL_EV_CALL, -1));
 }
 
 static PyObject *hook_enter(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw) {
     LLSession *s = HOOK_SESSION(self);
-    if (LL_UNLIKELY(!s->active || NARGS(nargsf) < 1)) Py_RETURN_NONE;
+    if (LL_UNLIKELY(!session_ready(s) || NARGS(nargsf) < 1)) Py_RETURN_NONE;
     on_py(s, args[0], LL_EV_CALL, -1);
     Py_RETURN_NONE;
 }
@@ -567,20 +591,20 @@ static PyObject *hook_enter(PyObject *self, PyObject *const *args, size_t nargsf
 static PyObject *hook_exit_local(PyObject *self, PyObject *const *args, size_t nargsf,
                                  PyObject *kw) {
     LLSession *s = HOOK_SESSION(self);
-    if (LL_UNLIKELY(!s->active || NARGS(nargsf) < 2)) Py_RETURN_NONE;
+    if (LL_UNLIKELY(!session_ready(s) || NARGS(nargsf) < 2)) Py_RETURN_NONE;
     return disable_or_none(s, on_py(s, args[0], LL_EV_RETURN, offset_units(args[1])));
 }
 
 static PyObject *hook_exit(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw) {
     LLSession *s = HOOK_SESSION(self);
-    if (LL_UNLIKELY(!s->active || NARGS(nargsf) < 2)) Py_RETURN_NONE;
+    if (LL_UNLIKELY(!session_ready(s) || NARGS(nargsf) < 2)) Py_RETURN_NONE;
     on_py(s, args[0], LL_EV_RETURN, offset_units(args[1]));
     Py_RETURN_NONE;
 }
 
 static PyObject *hook_c(PyObject *self, PyObject *const *args, size_t nargsf, int kind) {
     LLSession *s = HOOK_SESSION(self);
-    if (LL_UNLIKELY(!s->active || NARGS(nargsf) < 3)) Py_RETURN_NONE;
+    if (LL_UNLIKELY(!session_ready(s) || NARGS(nargsf) < 3)) Py_RETURN_NONE;
     on_c(s, args[2], kind, offset_units(args[1]));
     Py_RETURN_NONE;
 }
@@ -598,7 +622,7 @@ static PyObject *hook_c_raise(PyObject *self, PyObject *const *args, size_t narg
 #if !LL_HAVE_MONITORING
 static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
     LLSession *s = (LLSession *)obj;
-    if (LL_UNLIKELY(!s->active)) return 0;
+    if (LL_UNLIKELY(!session_ready(s))) return 0;
     switch (what) {
     case PyTrace_CALL:
         on_py(s, (PyObject *)ll_frame_code(frame), LL_EV_CALL, -1);
@@ -632,7 +656,7 @@ static Py_tracefunc session_profile_func(LLSession *s) {
 static PyObject *hook_bootstrap(PyObject *self, PyObject *const *args, size_t nargsf,
                                 PyObject *kw) {
     LLSession *s = HOOK_SESSION(self);
-    if (!s->active || NARGS(nargsf) < 3 || !PyFrame_Check(args[0])) {
+    if (!session_ready(s) || NARGS(nargsf) < 3 || !PyFrame_Check(args[0])) {
         PyEval_SetProfile(NULL, NULL);
         Py_RETURN_NONE;
     }
@@ -684,25 +708,44 @@ PyTypeObject LLHook_Type = {
     .tp_doc = "A leadline event callback (sys.monitoring or threading.setprofile).",
 };
 
-/* ---- fork: the child has neither the writer nor the sampler thread ---- */
+/* ---- fork ----
+ * Before fork() the writer and sampler threads are joined: the child then inherits no thread
+ * that held a lock or waited on a condition variable, and os.fork() in the parent does not see
+ * extra threads (3.12+ warns about forking a multi-threaded process).  The parent restarts them
+ * at its next event (active == LL_RESUME); the child records nothing and never touches the
+ * parent's file. */
 static void atfork_prepare(void) {
     pthread_mutex_lock(&ll_global_lock);
-    if (active_session) pthread_mutex_lock(&active_session->w.mu);
+    LLSession *s = active_session;
+    if (s && s->active == 1) {
+        ll_writer_pause(&s->w);
+        ll_rss_pause(&s->rss);
+    }
+    if (s) pthread_mutex_lock(&s->w.mu);
 }
 static void atfork_parent(void) {
-    if (active_session) pthread_mutex_unlock(&active_session->w.mu);
+    LLSession *s = active_session;
+    if (s) {
+        pthread_mutex_unlock(&s->w.mu);
+        if (s->active == 1 && (s->w.paused || s->rss.paused)) {
+            s->resume_after = ll_ticks() + s->flush_ticks / 1000;
+            s->active = LL_RESUME;
+        }
+    }
     pthread_mutex_unlock(&ll_global_lock);
 }
 static void atfork_child(void) {
     LLSession *s = active_session;
     if (s) {
-        /* The child records nothing and never touches the parent's file. */
         s->active = 0;
         s->w.thread_started = 0;
+        s->w.paused = 0;
         if (s->w.fd >= 0) close(s->w.fd);
         s->w.fd = -1;
         s->rss.running = 0;
-        pthread_mutex_unlock(&s->w.mu);
+        s->rss.paused = 0;
+        pthread_mutex_init(&s->w.mu, NULL);
+        pthread_cond_init(&s->w.cv, NULL);
         active_session = NULL;
     }
     ll_tls.gen = 0;
@@ -851,6 +894,7 @@ static void uninstall_profile(LLSession *s) {}
 static PyObject *session_finish(PyObject *self, PyObject *unused) {
     LLSession *s = (LLSession *)self;
     if (s->finished) return session_error("recording already finished");
+    if (s->active == LL_RESUME) session_resume(s);
     s->active = 0;
     s->finished = 1;
     uninstall_profile(s);

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -145,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, ValueError):
             pass
         result = tracer.stop()
-    if not args.quiet:
+    if not args.quiet and os.getpid() == tracer.pid:
         per = result.bytes_written / result.recorded if result.recorded else 0.0
         print(
             f"leadline: {result.events:,} events, {result.recorded:,} recorded, "
