@@ -55,13 +55,26 @@ enum {
 #define LL_MAX_EVENT_BYTES 64 /* head + 6 varints of at most 10 bytes */
 
 /* ---- varints ---- */
-static inline uint8_t *ll_put_varint(uint8_t *p, uint64_t v) {
+static inline uint8_t *ll_put_varint_slow(uint8_t *p, uint64_t v) {
     while (v >= 0x80) {
         *p++ = (uint8_t)(v | 0x80);
         v >>= 7;
     }
     *p++ = (uint8_t)v;
     return p;
+}
+/* Most values in an event (ids, tick gaps, offsets) fit in one or two bytes. */
+static inline uint8_t *ll_put_varint(uint8_t *p, uint64_t v) {
+    if (LL_LIKELY(v < 0x80)) {
+        *p = (uint8_t)v;
+        return p + 1;
+    }
+    if (v < 0x4000) {
+        p[0] = (uint8_t)(v | 0x80);
+        p[1] = (uint8_t)(v >> 7);
+        return p + 2;
+    }
+    return ll_put_varint_slow(p, v);
 }
 static inline uint64_t ll_zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 static inline int64_t ll_unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }

@@ -142,7 +142,7 @@ static uint64_t session_gen;              /* guarded by ll_global_lock */
 
 /* ---- emitting events ---- */
 
-static int new_chunk(LLSession *s, LLThreadStream *ts, uint64_t now) {
+static __attribute__((noinline)) int new_chunk(LLSession *s, LLThreadStream *ts, uint64_t now) {
     if (ts->chunk) {
         ts->chunk->len = (size_t)(ts->pos - ts->chunk->data);
         ll_writer_submit(&s->w, ts->chunk);
@@ -200,6 +200,23 @@ static inline __attribute__((always_inline)) void emit(LLSession *s, LLThreadStr
     ts->nrecorded++;
 }
 
+static __attribute__((noinline, cold)) void emit_previous(LLSession *s, LLThreadStream *ts) {
+    emit(s, ts, ts->p_kind, ts->p_fid, ts->p_t, ts->p_rss, ts->p_heap, ts->p_off, ts->p_n);
+    ts->has_prev = 0;
+}
+
+static __attribute__((noinline)) void save_previous(LLThreadStream *ts, int kind, uint64_t fid,
+                                                    uint64_t rss, uint64_t heap, int64_t off) {
+    ts->has_prev = 1;
+    ts->p_kind = (uint8_t)kind;
+    ts->p_fid = fid;
+    ts->p_t = ll_ticks();
+    ts->p_rss = rss;
+    ts->p_heap = heap;
+    ts->p_off = off;
+    ts->p_n = ts->nevents;
+}
+
 static inline __attribute__((always_inline)) void record(LLSession *s, LLThreadStream *ts, int kind, uint64_t fid, int64_t off) {
     uint64_t rss;
     if (LL_UNLIKELY(s->exact_rss | ll_tls.rss_dirty)) {
@@ -212,23 +229,11 @@ static inline __attribute__((always_inline)) void record(LLSession *s, LLThreadS
     if (s->trigger_pages) {
         int64_t d = (int64_t)(rss - ts->logged_rss);
         if (d < s->trigger_pages && -d < s->trigger_pages) {
-            if (s->previous) {
-                ts->has_prev = 1;
-                ts->p_kind = (uint8_t)kind;
-                ts->p_fid = fid;
-                ts->p_t = ll_ticks();
-                ts->p_rss = rss;
-                ts->p_heap = heap;
-                ts->p_off = off;
-                ts->p_n = ts->nevents;
-            }
+            if (s->previous) save_previous(ts, kind, fid, rss, heap, off);
             return;
         }
         ts->logged_rss = rss;
-        if (ts->has_prev) {
-            emit(s, ts, ts->p_kind, ts->p_fid, ts->p_t, ts->p_rss, ts->p_heap, ts->p_off, ts->p_n);
-            ts->has_prev = 0;
-        }
+        if (ts->has_prev) emit_previous(s, ts);
     }
     emit(s, ts, kind, fid, ll_ticks(), rss, heap, off, ts->nevents);
 }
@@ -239,7 +244,7 @@ static void put_def(LLSession *s, uint8_t kind, const uint8_t *rec, size_t n) {
     ll_writer_define(&s->w, kind, rec, n);
 }
 
-static LLThreadStream *thread_attach(LLSession *s) {
+static __attribute__((noinline, cold)) LLThreadStream *thread_attach(LLSession *s) {
     LLThreadStream *ts = calloc(1, sizeof *ts);
     if (!ts) return NULL;
     ts->serial = ++s->next_thread;
@@ -384,7 +389,7 @@ static void define_func(LLSession *s, uint64_t id, int kind, PyObject *file, PyO
 
 /* First sight of a code object in this session: decide whether it is traced, give it an id and
  * write its definition.  Returns the co_extra value, or 0 to ignore the event. */
-static uint64_t define_code(LLSession *s, PyObject *code) {
+static __attribute__((noinline, cold)) uint64_t define_code(LLSession *s, PyObject *code) {
     if (s->in_define || !PyCode_Check(code)) return 0;
     s->in_define = 1;
     PyObject *exc_type, *exc_value, *exc_tb;
@@ -479,7 +484,7 @@ static uint64_t c_func(LLSession *s, PyObject *callable) {
 /* ---- the event paths shared by both hook mechanisms ---- */
 
 /* The parent of a fork() restarts its writer and sampler at its first event after it. */
-static int session_resume(LLSession *s) {
+static __attribute__((noinline, cold)) int session_resume(LLSession *s) {
     pthread_mutex_lock(&ll_global_lock);
     if (s->active == LL_RESUME) {
         ll_writer_resume(&s->w);
