@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := $(shell find src -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.pyi' -o -name '*.js' -o -name '*.css') setup.py pyproject.toml
 
-.PHONY: all venv build demo test lint bench clean
+.PHONY: all venv build demo test lint bench valgrind clean
 
 all: build
 
@@ -32,9 +32,12 @@ test: build
 	cd tests && ../$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: build
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff format --check src tests bench tools
 	$(BIN)/mypy
+
+valgrind: build
+	$(BIN)/python tools/valgrind_check.py
 
 bench: build
 	$(BIN)/python bench/run.py $(BENCH_ARGS)

@@ -1,0 +1,33 @@
+"""A short program that exercises every part of the native core, run under valgrind by
+tools/valgrind_check.py: hooks with C calls, a second thread, the writer, the sampler, the
+allocator hooks, then reading the capture back (decoder and aggregator)."""
+
+import sys
+import threading
+
+import leadline
+from leadline.analysis import analyse
+from leadline.capture import Capture
+
+
+def f(n: int) -> list[bytes]:
+    return [bytes(100) for _ in range(n)]
+
+
+def worker() -> None:
+    f(200)
+
+
+path = sys.argv[1]
+with leadline.trace(path, c_calls=True):
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    f(500)
+with leadline.trace(path, rss_trigger=-1, previous=True, max_depth=3):
+    f(100)
+with Capture(path) as cap:
+    profile = analyse(cap)
+    assert profile.events > 0 and profile.nodes
+    assert sum(1 for _ in cap.events_by_time()) == profile.recorded
+print("ok", profile.events)
