@@ -512,8 +512,10 @@ static inline __attribute__((always_inline)) int on_py(LLSession *s, PyObject *c
     uint64_t f = code_func(s, code);
     if (LL_UNLIKELY(!(f & 0xFFFFFFFFull))) return (f & LL_FN_EXCLUDED) ? 1 : 0;
     ts->nevents++;
-    int64_t depth = kind == LL_EV_CALL ? ts->depth++ : --ts->depth;
-    if (s->max_depth && depth >= s->max_depth) return 0;
+    if (s->max_depth) {
+        int64_t depth = kind == LL_EV_CALL ? ts->depth++ : --ts->depth;
+        if (depth >= s->max_depth) return 0;
+    }
     record(s, ts, kind, LL_FN_ID(f), off);
     return 0;
 }
@@ -525,8 +527,10 @@ static inline void on_c(LLSession *s, PyObject *callable, int kind, int64_t off)
     uint64_t f = c_func(s, callable);
     if (!f) return;
     ts->nevents++;
-    int64_t depth = kind == LL_EV_C_CALL ? ts->depth++ : --ts->depth;
-    if (s->max_depth && depth >= s->max_depth) return;
+    if (s->max_depth) {
+        int64_t depth = kind == LL_EV_C_CALL ? ts->depth++ : --ts->depth;
+        if (depth >= s->max_depth) return;
+    }
     record(s, ts, kind, f, off);
 }
 
