@@ -485,7 +485,8 @@ def machine() -> dict[str, Any]:
     return {
         "nproc": os.cpu_count(),
         "cpu": model,
-        "system": f"{platform.system()} {platform.release()}",
+        # the kernel's version number only, not the build name that follows it
+        "system": f"{platform.system()} {platform.release().split('-')[0]}",
         "load_before": os.getloadavg()[0],
     }
 
