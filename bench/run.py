@@ -323,6 +323,7 @@ class Row:
     us_per_event_cpu: float | None
     lower_bound: bool  # a timed-out candidate: its times and ratios are lower bounds
     rss_upper_bound: bool  # max_rss_mb is not above the harness's own peak RSS
+    counts_partial: bool  # events and recorded are lower bounds
     note: str
 
 
@@ -365,8 +366,8 @@ def summarise(results: list[Result]) -> list[Row]:
             notes.append(f"timed out after {wall:.0f} s: times and ratios are lower bounds")
             if counts.events:
                 notes.append(
-                    f"{counts.events} events done by then ({wall / counts.events * 1e6:.2f} µs "
-                    "per event, all costs included)"
+                    f"at least {counts.events} events done by then: at most "
+                    f"{wall / counts.events * 1e6:.2f} µs per event, all costs included"
                 )
         failed = [run for run in r.runs if run.status == "failed"]
         if failed:
@@ -395,6 +396,7 @@ def summarise(results: list[Result]) -> list[Row]:
                 us_per_event_wall=us_wall,
                 us_per_event_cpu=us_cpu,
                 lower_bound=lower,
+                counts_partial=counts.partial,
                 rss_upper_bound=bool(used)
                 and statistics.median([run.max_rss_kb for run in used])
                 <= max(run.harness_rss_kb for run in used),
@@ -447,8 +449,8 @@ def cells(row: Row) -> list[str]:
         num(row.wall_x_floor, 2, gt),
         num(row.max_rss_mb, 0, "<=" if row.rss_upper_bound else ""),
         big(row.bytes),
-        big(row.events),
-        big(row.recorded),
+        (">=" if row.counts_partial and row.events is not None else "") + big(row.events),
+        (">=" if row.counts_partial and row.recorded is not None else "") + big(row.recorded),
         num(row.bytes_per_event, 1),
         num(row.us_per_event_wall, 3),
         num(row.us_per_event_cpu, 3),
@@ -538,7 +540,18 @@ def main(argv: list[str] | None = None) -> int:
         default=Path(tempfile.gettempdir()) / "leadline-bench",
         help="scratch space: data sets, captures, logs (default: <tmp>/leadline-bench)",
     )
+    parser.add_argument(
+        "--render",
+        type=Path,
+        metavar="JSON",
+        help="run nothing: recompute the summary of a results .json and rewrite its .md",
+    )
     args = parser.parse_args(argv)
+    if args.render:
+        rerender(args.render)
+        return 0
+    # On SIGTERM exit through Python, so that run_once kills the running child's process group.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     names = [n for n in args.candidates.split(",") if n]
@@ -673,24 +686,60 @@ def main(argv: list[str] | None = None) -> int:
         }
 
     if not args.no_save:
-        save(report, args, info, started)
+        name = args.name or (args.workload + ("-quick" if args.quick else ""))
+        version = ".".join(str(info["version"]).split(".")[:2])
+        save(report, name, version, started.strftime("%Y-%m-%d"))
     return 0
 
 
-def save(report: dict[str, Any], args: argparse.Namespace, info: dict[str, Any], when: Any) -> None:
+def save(report: dict[str, Any], name: str, version: str, day: str) -> None:
     results_dir = BENCH / "results"
     results_dir.mkdir(exist_ok=True)
-    name = args.name or (args.workload + ("-quick" if args.quick else ""))
-    version = ".".join(str(info["version"]).split(".")[:2])
-    stem = f"{name}-py{version}-{when.strftime('%Y-%m-%d')}"
+    stem = f"{name}-py{version}-{day}"
     n = 1
     while (results_dir / f"{stem}.md").exists() or (results_dir / f"{stem}.json").exists():
         n += 1
-        stem = f"{name}-py{version}-{when.strftime('%Y-%m-%d')}-{n}"
+        stem = f"{name}-py{version}-{day}-{n}"
+    report["name"] = name
+    (results_dir / f"{stem}.md").write_text(markdown(report))
+    (results_dir / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
+    print(f"results: {(results_dir / stem).relative_to(REPO)}.md and .json")
+
+
+def rerender(path: Path) -> None:
+    """Recompute the summaries of a results .json from its runs; rewrite it and its .md."""
+    report = json.loads(path.read_text())
+    report.setdefault("name", path.stem.rsplit("-py", 1)[0])
+    for data in report["workloads"].values():
+        if "results" not in data:
+            continue
+        results = []
+        for d in data["results"]:
+            counts = Counts(**d["counts"]) if d["counts"] else None
+            runs = [Run(**r) for r in d["runs"]]
+            results.append(
+                Result(
+                    d["candidate"],
+                    d["description"],
+                    d["command"],
+                    d["unavailable"],
+                    runs,
+                    counts,
+                    d["stopped"],
+                )
+            )
+        data["summary"] = [asdict(row) for row in summarise(results)]
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    path.with_suffix(".md").write_text(markdown(report))
+    print(f"rewrote {path} and {path.with_suffix('.md')}")
+
+
+def markdown(report: dict[str, Any]) -> str:
+    info = report["python"]
     m = report["machine"]
     packages = ", ".join(f"{k} {v or 'not installed'}" for k, v in info["packages"].items())
     lines = [
-        f"# Benchmark {name}: Python {info['version']}",
+        f"# Benchmark {report['name']}: Python {info['version']}",
         "",
         f"- date: {report['date']}",
         f"- machine: {m['nproc']} CPUs, {m['cpu']}, {m['system']}, "
@@ -718,9 +767,7 @@ def save(report: dict[str, Any], args: argparse.Namespace, info: dict[str, Any],
         notes = [f"- `{row.candidate}`: {row.note}" for row in rows if row.note]
         if notes:
             lines += ["", *notes]
-    (results_dir / f"{stem}.md").write_text("\n".join(lines) + "\n")
-    (results_dir / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
-    print(f"results: {(results_dir / stem).relative_to(REPO)}.md and .json")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
