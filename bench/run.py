@@ -447,7 +447,8 @@ def cells(row: Row) -> list[str]:
         num(row.wall_x_base, 2, gt),
         num(row.cpu_x_base, 2, gt),
         num(row.wall_x_floor, 2, gt),
-        num(row.max_rss_mb, 0, "<=" if row.rss_upper_bound else ""),
+        # a killed run's peak so far is a lower bound, unless the harness's own peak hides it
+        num(row.max_rss_mb, 0, "<=" if row.rss_upper_bound else gt and ">="),
         big(row.bytes),
         (">=" if row.counts_partial and row.events is not None else "") + big(row.events),
         (">=" if row.counts_partial and row.recorded is not None else "") + big(row.recorded),
@@ -761,7 +762,7 @@ def markdown(report: dict[str, Any]) -> str:
         if "skipped" in data:
             lines.append(f"Not run: {data['skipped']}")
             continue
-        lines += [f"Arguments: `{data['args']}`", ""]
+        lines += [f"Arguments: `{data['args']}`" if data["args"] else "Arguments: none", ""]
         rows = [Row(**row) for row in data["summary"]]
         lines.append(markdown_table(rows))
         notes = [f"- `{row.candidate}`: {row.note}" for row in rows if row.note]
