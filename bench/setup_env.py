@@ -1,0 +1,131 @@
+"""Install what the benchmarks need into a Python environment (a virtual environment).
+
+Usage::
+
+    python bench/setup_env.py [--python PATH] [--check] [--only pyperformance,pymemtrace]
+
+* ``pyperformance`` (pinned, so the ``calls`` workload does not change under our feet) provides
+  the benchmark sources of ``bench/workloads/calls.py`` and brings the real ``pyperf`` they
+  import.
+* ``pymemtrace`` 0.6.3, the comparison profiler, is built from source; its C code only builds
+  here with ``CFLAGS="-O2 -Wno-error=unused-variable -Wno-error=use-after-free"``.
+
+``bench/run.py`` calls this automatically for what a run needs.  It refuses to install into a
+Python that is not a virtual environment unless given ``--allow-system``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Requirement:
+    name: str  # distribution name
+    version: str
+    module: str  # imported to check that it works
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}=={self.version}"
+
+
+REQUIREMENTS = {
+    "pyperformance": Requirement("pyperformance", "1.14.0", "pyperf"),
+    "pymemtrace": Requirement(
+        "pymemtrace",
+        "0.6.3",
+        "pymemtrace.cPyMemTrace",
+        {"CFLAGS": "-O2 -Wno-error=unused-variable -Wno-error=use-after-free"},
+    ),
+}
+
+_PROBE = """
+import importlib, importlib.metadata as md, json, sys
+out = {"venv": sys.prefix != sys.base_prefix, "found": {}}
+for name, module in json.loads(sys.argv[1]).items():
+    try:
+        version = md.version(name)
+        importlib.import_module(module)
+    except Exception:
+        version = None
+    out["found"][name] = version
+print(json.dumps(out))
+"""
+
+
+def probe(python: str, names: list[str]) -> tuple[bool, dict[str, str | None]]:
+    """(is a venv, installed and importable version or None for each name)."""
+    modules = {name: REQUIREMENTS[name].module for name in names}
+    proc = subprocess.run(
+        [python, "-c", _PROBE, json.dumps(modules)], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"cannot run {python}: {proc.stderr.strip()[-500:]}")
+    data = json.loads(proc.stdout)
+    return bool(data["venv"]), dict(data["found"])
+
+
+def missing(python: str, names: list[str]) -> list[Requirement]:
+    _, found = probe(python, names)
+    return [REQUIREMENTS[n] for n in names if found.get(n) != REQUIREMENTS[n].version]
+
+
+def ensure(python: str, names: list[str], allow_system: bool = False) -> list[str]:
+    """Install the named requirements that are missing; return the problems left (empty: ok)."""
+    is_venv, found = probe(python, names)
+    todo = [REQUIREMENTS[n] for n in names if found.get(n) != REQUIREMENTS[n].version]
+    if not todo:
+        return []
+    if not is_venv and not allow_system:
+        return [
+            f"{r.spec} is missing and {python} is not a virtual environment "
+            "(create one, or pass --allow-system)"
+            for r in todo
+        ]
+    problems = []
+    for req in todo:
+        print(f"setup_env: installing {req.spec} into {python}", flush=True)
+        env = {**os.environ, **req.env}
+        cmd = [python, "-m", "pip", "install", "--disable-pip-version-check", "-q", req.spec]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+            problems.append(f"pip install {req.spec} failed:\n{tail}")
+    if not problems:
+        problems = [f"{r.spec} still not importable" for r in missing(python, names)]
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--python", default=sys.executable, help="default: this Python")
+    parser.add_argument("--only", default=",".join(REQUIREMENTS), help="comma-separated names")
+    parser.add_argument("--check", action="store_true", help="only report what is missing")
+    parser.add_argument("--allow-system", action="store_true", help="install into a non-venv")
+    args = parser.parse_args(argv)
+    names = [n for n in args.only.split(",") if n]
+    unknown = set(names) - set(REQUIREMENTS)
+    if unknown:
+        parser.error(f"unknown: {', '.join(sorted(unknown))}")
+    if args.check:
+        todo = missing(args.python, names)
+        for req in todo:
+            print(f"missing: {req.spec}")
+        return 1 if todo else 0
+    problems = ensure(args.python, names, args.allow_system)
+    for problem in problems:
+        print(f"setup_env: {problem}", file=sys.stderr)
+    if not problems:
+        print(f"setup_env: {', '.join(REQUIREMENTS[n].spec for n in names)} ready in {args.python}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
