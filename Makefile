@@ -39,8 +39,12 @@ lint: build
 valgrind: build
 	$(BIN)/python tools/valgrind_check.py
 
+# pymemtrace takes minutes per run: it is cut at 150 s and reported as a lower bound.
+BENCH_ARGS ?= --rounds 5 --timeout 150
+
 bench: build
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+	$(BIN)/python bench/report_speed.py
 
 clean:
 	rm -rf build .venv .venv-* demo-output src/*.egg-info

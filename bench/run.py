@@ -85,6 +85,18 @@ CANDIDATES = {
             ("--rss-trigger", "4096"),
         ),
         Candidate(
+            "floor-c",
+            "leadline",
+            "leadline trace --hook-only --c-calls: the floor when C calls are hooked too",
+            ("--hook-only", "--c-calls"),
+        ),
+        Candidate(
+            "leadline-c",
+            "leadline",
+            "leadline trace --c-calls: every Python and C call, the events cPyMemTrace logs",
+            ("--c-calls",),
+        ),
+        Candidate(
             "cpymemtrace-0",
             "pymemtrace",
             "pymemtrace cPyMemTrace.Profile(0): every event logged",
@@ -338,7 +350,26 @@ def summarise(results: list[Result]) -> list[Row]:
         return median([getattr(run, attr) for run in ok_runs(r)]) if r else None
 
     base_wall, base_cpu = med("baseline", "wall"), med("baseline", "cpu")
-    floor_wall = med("floor", "wall")
+
+    def x_floor(r: Result, wall: float | None) -> float | None:
+        """Median of the rounds' ratios to the floor run of the same round (the floor of the
+        same hook set: floor-c for the --c-calls candidates): pairing the runs of a round
+        cancels the machine's slow and fast spells.  Lower bound for a timed-out candidate."""
+        floor_name = "floor-c" if r.candidate.endswith("-c") and "floor-c" in by_name else "floor"
+        floor = by_name.get(floor_name)
+        if floor is None or wall is None:
+            return None
+        floor_by_round = {run.round: run.wall for run in ok_runs(floor)}
+        ratios = [
+            run.wall / floor_by_round[run.round]
+            for run in ok_runs(r)
+            if run.round in floor_by_round
+        ]
+        if ratios:
+            return median(ratios)
+        floor_wall = med(floor_name, "wall")
+        return wall / floor_wall if floor_wall else None
+
     rows = []
     for r in results:
         runs = ok_runs(r)
@@ -385,7 +416,7 @@ def summarise(results: list[Result]) -> list[Row]:
                 cpu=cpu,
                 wall_x_base=wall / base_wall if wall and base_wall else None,
                 cpu_x_base=cpu / base_cpu if cpu and base_cpu else None,
-                wall_x_floor=wall / floor_wall if wall and floor_wall else None,
+                wall_x_floor=x_floor(r, wall),
                 max_rss_mb=(
                     statistics.median([run.max_rss_kb for run in used]) / 1024 if used else None
                 ),

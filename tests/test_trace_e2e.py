@@ -524,6 +524,24 @@ def test_refuses_over_another_profiler(tmp_path: Path) -> None:
     assert "another profiler is active" in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="sys.monitoring hooks cannot be replaced")
+def test_replaced_hook_is_reported(tmp_path: Path) -> None:
+    r, cap = traced(
+        tmp_path,
+        """
+        import sys
+        def before(): return 1
+        before()
+        sys.setprofile(lambda *a: None)
+        before()
+        sys.setprofile(None)
+    """,
+    )
+    assert r.returncode == 0
+    assert "removed or replaced leadline's profile hook" in r.stderr
+    assert funcs(report(cap, tmp_path))["before"]["calls"] == 1
+
+
 def test_default_output_name(tmp_path: Path) -> None:
     script = write(tmp_path, "named.py", "print('x')\n")
     r = leadline("trace", "-q", script, cwd=tmp_path)

@@ -31,6 +31,7 @@ KIND_NAMES = {0: "CALL", 1: "RETURN", 2: "C_CALL", 3: "C_RETURN", 4: "C_EXCEPT"}
 CALL_KINDS = (0, 2)
 
 Progress = Callable[[int, int], None]
+Event = tuple[int, int, int, int, int, int, int]  # number, kind, func, t, rss_pages, heap, offset
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -221,11 +222,16 @@ class Capture:
             self.timeline_rss.frombytes(values)
 
     # -- streaming ------------------------------------------------------------
-    def event_payloads(self, progress: Progress | None = None) -> Iterator[tuple[int, bytes]]:
-        """(thread serial, payload) of every readable event chunk, in file order."""
+    def event_payloads(
+        self, progress: Progress | None = None, stream: int | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        """(thread serial, payload) of every readable event chunk (of one thread, if `stream`
+        is given), in file order; stops at the first damaged chunk."""
         total = sum(c.length for c in self.event_chunks) or 1
         done = 0
-        for chunk, crc in zip(self.event_chunks, self._crcs, strict=False):
+        for chunk, crc in zip(self.event_chunks, self._crcs, strict=True):
+            if stream is not None and chunk.stream != stream:
+                continue
             self._f.seek(chunk.offset)
             payload = self._f.read(chunk.length)
             if zlib.crc32(payload) != crc:
@@ -237,9 +243,8 @@ class Capture:
             if progress:
                 progress(done, total)
 
-    def events(self) -> Iterator[tuple[int, tuple[int, int, int, int, int, int, int]]]:
-        """(thread serial, (number, kind, func, t, rss_pages, heap, offset)) in file order."""
-        for stream, payload in self.event_payloads():
+    def _decoded(self, payloads: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, Event]]:
+        for stream, payload in payloads:
             try:
                 decoded = _native.decode_events(payload)
             except ValueError:
@@ -248,31 +253,21 @@ class Capture:
             for ev in decoded:
                 yield stream, ev
 
-    def events_by_time(self) -> Iterator[tuple[int, tuple[int, int, int, int, int, int, int]]]:
+    def events(self) -> Iterator[tuple[int, Event]]:
+        """(thread serial, (number, kind, func, t, rss_pages, heap, offset)) in file order."""
+        return self._decoded(self.event_payloads())
+
+    def events_by_time(self) -> Iterator[tuple[int, Event]]:
         """Like events(), merged across threads by time, holding one chunk per thread."""
         streams = sorted({c.stream for c in self.event_chunks})
         if len(streams) <= 1:
             yield from self.events()
             return
-
-        def one(stream: int) -> Iterator[tuple[int, int, tuple[int, int, int, int, int, int, int]]]:
-            for chunk, crc in zip(self.event_chunks, self._crcs, strict=False):
-                if chunk.stream != stream:
-                    continue
-                self._f.seek(chunk.offset)
-                payload = self._f.read(chunk.length)
-                if zlib.crc32(payload) != crc:
-                    self.damage = "an event chunk's checksum does not match"
-                    return
-                try:
-                    decoded = _native.decode_events(payload)
-                except ValueError:
-                    self.damage = "an event chunk cannot be decoded"
-                    return
-                for ev in decoded:
-                    yield ev[3], stream, ev
-
-        for _t, stream, ev in heapq.merge(*(one(s) for s in streams)):
+        per_thread = (
+            ((ev[3], stream, ev) for stream, ev in self._decoded(self.event_payloads(stream=s)))
+            for s in streams
+        )
+        for _t, stream, ev in heapq.merge(*per_thread):
             yield stream, ev
 
     # -- conveniences ---------------------------------------------------------

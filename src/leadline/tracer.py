@@ -323,6 +323,13 @@ class Tracer:
             dropped_chunks=written["dropped_chunks"],
             seconds=time.perf_counter() - self._started,
         )
+        if counters.get("hook_replaced") and os.getpid() == self.pid:
+            print(
+                "leadline: warning: the program removed or replaced leadline's profile hook "
+                f"(sys.setprofile) on {counters['hook_replaced']} thread(s); events there after "
+                "that are missing",
+                file=sys.stderr,
+            )
         if self.result.write_error and os.getpid() == self.pid:
             print(
                 f"leadline: warning: writing {self.path} failed ({self.result.write_error}); "

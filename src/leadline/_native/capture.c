@@ -201,6 +201,14 @@ void ll_writer_submit(LLWriter *w, LLChunk *c) {
     pthread_mutex_unlock(&w->mu);
 }
 
+void ll_writer_put(LLWriter *w, uint8_t kind, const void *data, size_t n) {
+    LLChunk *c = ll_writer_buffer(w, kind, 0, n);
+    if (!c) return;
+    memcpy(c->data, data, n);
+    c->len = n;
+    ll_writer_submit(w, c);
+}
+
 void ll_writer_define(LLWriter *w, uint8_t kind, const uint8_t *rec, size_t n) {
     pthread_mutex_lock(&w->mu);
     LLChunk *c = w->pending[kind];

@@ -142,13 +142,17 @@ static uint64_t session_gen;              /* guarded by ll_global_lock */
 
 /* ---- emitting events ---- */
 
+/* Queues what a thread has recorded so far for the writer. */
+static void hand_over(LLSession *s, LLThreadStream *ts) {
+    if (!ts->chunk) return;
+    ts->chunk->len = (size_t)(ts->pos - ts->chunk->data);
+    ll_writer_submit(&s->w, ts->chunk);
+    ts->chunk = NULL;
+    ts->pos = ts->end = NULL;
+}
+
 static __attribute__((noinline)) int new_chunk(LLSession *s, LLThreadStream *ts, uint64_t now) {
-    if (ts->chunk) {
-        ts->chunk->len = (size_t)(ts->pos - ts->chunk->data);
-        ll_writer_submit(&s->w, ts->chunk);
-        ts->chunk = NULL;
-        ts->pos = ts->end = NULL;
-    }
+    hand_over(s, ts);
     LLChunk *c = ll_writer_buffer(&s->w, LL_CHUNK_EVENTS, ts->serial, LL_EVENTS_CHUNK_CAP);
     if (!c) return 0;
     uint8_t *p = c->data;
@@ -276,15 +280,7 @@ static inline LLThreadStream *current_stream(LLSession *s) {
 static void thread_exit(void *unused) {
     pthread_mutex_lock(&ll_global_lock);
     LLSession *s = active_session;
-    if (s && ll_tls.gen == s->gen && ll_tls.ts) {
-        LLThreadStream *ts = ll_tls.ts;
-        if (ts->chunk) {
-            ts->chunk->len = (size_t)(ts->pos - ts->chunk->data);
-            ll_writer_submit(&s->w, ts->chunk);
-            ts->chunk = NULL;
-            ts->pos = ts->end = NULL;
-        }
-    }
+    if (s && ll_tls.gen == s->gen && ll_tls.ts) hand_over(s, ll_tls.ts);
     ll_tls.gen = 0;
     ll_tls.ts = NULL;
     pthread_mutex_unlock(&ll_global_lock);
@@ -826,12 +822,7 @@ static PyObject *session_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         return PyErr_SetFromErrno(PyExc_OSError);
     }
     s->opened = 1;
-    LLChunk *m = ll_writer_buffer(&s->w, LL_CHUNK_META, 0, (size_t)meta.len);
-    if (m) {
-        memcpy(m->data, meta.buf, (size_t)meta.len);
-        m->len = (size_t)meta.len;
-        ll_writer_submit(&s->w, m);
-    }
+    ll_writer_put(&s->w, LL_CHUNK_META, meta.buf, (size_t)meta.len);
     PyBuffer_Release(&meta);
     err = ll_rss_start(&s->rss, &s->w, period);
     if (err) {
@@ -881,22 +872,27 @@ static PyObject *session_install_profile(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-static void uninstall_profile(LLSession *s) {
-    if (!s->profile_installed) return;
+/* Removes the hook from every thread; returns how many threads no longer had it (the program
+ * called sys.setprofile while being traced, so events there are missing from then on). */
+static int uninstall_profile(LLSession *s) {
+    if (!s->profile_installed) return 0;
+    int replaced = 0;
     PyInterpreterState *interp = PyThreadState_GetInterpreter(PyThreadState_Get());
     for (PyThreadState *t = PyInterpreterState_ThreadHead(interp); t; t = PyThreadState_Next(t)) {
         int ours = t->c_profileobj == (PyObject *)s ||
                    (t->c_profileobj && Py_IS_TYPE(t->c_profileobj, &LLHook_Type) &&
                     ((LLHook *)t->c_profileobj)->s == s);
         if (ours && _PyEval_SetProfile(t, NULL, NULL) < 0) PyErr_Clear();
+        if (!ours) replaced++;
     }
     s->profile_installed = 0;
+    return replaced;
 }
 #else
 static PyObject *session_install_profile(PyObject *self, PyObject *unused) {
     return session_error("this Python uses sys.monitoring; there is no profile hook to install");
 }
-static void uninstall_profile(LLSession *s) {}
+static int uninstall_profile(LLSession *s) { return 0; }
 #endif
 
 /* Stops recording: hooks become no-ops, threads' last chunks are queued.  Returns counters. */
@@ -906,19 +902,14 @@ static PyObject *session_finish(PyObject *self, PyObject *unused) {
     if (s->active == LL_RESUME) session_resume(s);
     s->active = 0;
     s->finished = 1;
-    uninstall_profile(s);
+    int replaced = uninstall_profile(s);
     if (s->heap_installed) ll_heap_hooks_uninstall();
     if (s->rss_started) ll_rss_stop(&s->rss);
     uint64_t t_end = ll_ticks(), mono_end = ll_monotonic_ns();
     uint64_t events = 0, recorded = 0;
     pthread_mutex_lock(&ll_global_lock);
     for (LLThreadStream *ts = s->threads; ts; ts = ts->next) {
-        if (ts->chunk) {
-            ts->chunk->len = (size_t)(ts->pos - ts->chunk->data);
-            ll_writer_submit(&s->w, ts->chunk);
-            ts->chunk = NULL;
-            ts->pos = ts->end = NULL;
-        }
+        hand_over(s, ts);
         events += ts->nevents;
         recorded += ts->nrecorded;
     }
@@ -929,9 +920,10 @@ static PyObject *session_finish(PyObject *self, PyObject *unused) {
     double tick_ns = s->tick_ns;
     if (t_end > s->t_start && mono_end - s->mono_start > 50000000u)
         tick_ns = (double)(mono_end - s->mono_start) / (double)(t_end - s->t_start);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:d,s:K,s:K}", "events", events, "recorded", recorded,
-                         "t_start", s->t_start, "t_end", t_end, "tick_ns", tick_ns, "threads",
-                         s->next_thread, "functions", s->next_func);
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:i}", "events", events, "recorded",
+                         recorded, "t_start", s->t_start, "t_end", t_end, "tick_ns", tick_ns,
+                         "threads", s->next_thread, "functions", s->next_func, "hook_replaced",
+                         replaced);
 }
 
 /* Writes the END chunk (JSON from Python), drains the writer and closes the file. */
@@ -952,12 +944,7 @@ static PyObject *session_close(PyObject *self, PyObject *args) {
         return session_error("capture already closed");
     }
     if (end.buf) {
-        LLChunk *c = ll_writer_buffer(&s->w, LL_CHUNK_END, 0, (size_t)end.len);
-        if (c) {
-            memcpy(c->data, end.buf, (size_t)end.len);
-            c->len = (size_t)end.len;
-            ll_writer_submit(&s->w, c);
-        }
+        ll_writer_put(&s->w, LL_CHUNK_END, end.buf, (size_t)end.len);
         PyBuffer_Release(&end);
     }
     Py_BEGIN_ALLOW_THREADS
