@@ -54,11 +54,7 @@ def _print_exception(exc: BaseException) -> None:
     """Print a traceback the way the interpreter would, without leadline's own frames."""
     tb: TracebackType | None = exc.__traceback__
     here = os.path.dirname(os.path.abspath(__file__))
-    runpy_file = os.path.abspath(runpy.__file__)
-    while tb is not None:
-        fname = os.path.abspath(tb.tb_frame.f_code.co_filename)
-        if not fname.startswith(here) and fname != runpy_file:
-            break
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(here):
         tb = tb.tb_next
     traceback.print_exception(type(exc), exc, tb)
 
@@ -126,11 +122,6 @@ def execute(code: types.CodeType, namespace: dict[str, object]) -> int:
         _print_exception(e)
         return 1
     return 0
-
-
-def run(target: Target) -> int:
-    code, namespace = prepare(target)
-    return execute(code, namespace)
 
 
 def exit_status(e: SystemExit) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import json
@@ -206,7 +207,8 @@ class Tracer:
                 disable=disable,
             )
         except (RuntimeError, OSError) as e:
-            os.close(fd)
+            with contextlib.suppress(OSError):  # the session may already have closed it
+                os.close(fd)
             raise LeadlineError(str(e)) from None
         try:
             self._install()
