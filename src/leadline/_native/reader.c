@@ -228,20 +228,16 @@ static AThread *thread_get(LLAggregator *a, uint64_t serial) {
     return t;
 }
 
+/* Keeps the LL_MOVERS activations that changed RSS the most, by absolute size. */
 static void mover_offer(LLAggregator *a, uint64_t fid, uint64_t thread, uint64_t t0, uint64_t t1,
                         int64_t drss) {
-    int64_t mag = drss < 0 ? -drss : drss;
-    if (mag == 0) return;
+    if (drss == 0) return;
     size_t slot = a->nmovers;
     if (a->nmovers == LL_MOVERS) {
-        slot = 0;
-        for (size_t i = 1; i < LL_MOVERS; i++) {
-            int64_t mi = a->movers[i].drss < 0 ? -a->movers[i].drss : a->movers[i].drss;
-            int64_t ms = a->movers[slot].drss < 0 ? -a->movers[slot].drss : a->movers[slot].drss;
-            if (mi < ms) slot = i;
-        }
-        int64_t ms = a->movers[slot].drss < 0 ? -a->movers[slot].drss : a->movers[slot].drss;
-        if (ms >= mag) return;
+        slot = 0; /* the smallest one kept so far */
+        for (size_t i = 1; i < LL_MOVERS; i++)
+            if (llabs(a->movers[i].drss) < llabs(a->movers[slot].drss)) slot = i;
+        if (llabs(a->movers[slot].drss) >= llabs(drss)) return;
     } else {
         a->nmovers++;
     }
