@@ -191,7 +191,7 @@ typedef struct {
     LLThreadStream *ts;
     uint64_t gen;        /* session generation that ts belongs to */
     uint64_t heap_bytes; /* bytes this thread allocated from the Python heap, ever */
-    int rss_dirty;       /* a large allocation happened: read RSS exactly at the next event */
+    int rss_dirty;       /* a large block came or went: read RSS exactly at the next event */
 } LLTls;
 extern __thread LLTls ll_tls __attribute__((tls_model("initial-exec")));
 

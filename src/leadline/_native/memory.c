@@ -9,9 +9,9 @@
  * Heap: PyMem_SetAllocator hooks on the MEM and OBJ domains add each request's size to a
  * thread-local counter.  Frees are passed through untouched: learning the size of a freed block
  * would need a table of every live block (what tracemalloc pays for), so the heap figure is
- * allocation volume, and retained memory is read from RSS.  A request of 1 MiB or more sets
- * rss_dirty so that the next event reads RSS exactly instead of trusting a sample that may
- * predate the allocation. */
+ * allocation volume, and retained memory is read from RSS.  Allocating or freeing a block of
+ * 1 MiB or more sets rss_dirty, so that the next event reads RSS exactly instead of trusting a
+ * sample that may predate the change. */
 #include "leadline.h"
 
 #include <errno.h>
@@ -148,32 +148,72 @@ void ll_rss_stop(LLRss *r) {
 static PyMemAllocatorEx orig_mem, orig_obj;
 static int hooks_installed;
 
+/* Live blocks of LL_LARGE_ALLOC bytes or more, so that freeing one also makes the next event
+ * read RSS exactly (a 64 MiB munmap takes milliseconds, during which a sample is half-way).
+ * Direct-mapped by address: a colliding block is simply not remembered, and its free falls back
+ * to the sampled RSS.  The MEM and OBJ allocators run with the GIL held, so no lock. */
+#define LL_LARGE_SLOTS 256
+static void *large_blocks[LL_LARGE_SLOTS];
+static unsigned n_large;
+
+static inline size_t large_slot(const void *p) {
+    uintptr_t x = (uintptr_t)p >> 12;
+    return (size_t)((x ^ (x >> 8)) & (LL_LARGE_SLOTS - 1));
+}
+
+static inline void large_add(void *p, size_t n) {
+    if (LL_LIKELY(n < LL_LARGE_ALLOC) || !p) return;
+    ll_tls.rss_dirty = 1;
+    size_t i = large_slot(p);
+    if (!large_blocks[i]) {
+        large_blocks[i] = p;
+        n_large++;
+    }
+}
+
+static inline void large_remove(void *p) {
+    if (LL_LIKELY(!n_large) || !p) return;
+    size_t i = large_slot(p);
+    if (large_blocks[i] == p) {
+        large_blocks[i] = NULL;
+        n_large--;
+        ll_tls.rss_dirty = 1;
+    }
+}
+
 static void *hk_malloc(void *ctx, size_t n) {
     PyMemAllocatorEx *o = ctx;
     ll_tls.heap_bytes += n;
-    if (LL_UNLIKELY(n >= LL_LARGE_ALLOC)) ll_tls.rss_dirty = 1;
-    return o->malloc(o->ctx, n);
+    void *p = o->malloc(o->ctx, n);
+    large_add(p, n);
+    return p;
 }
 static void *hk_calloc(void *ctx, size_t nelem, size_t elsize) {
     PyMemAllocatorEx *o = ctx;
     size_t n = nelem * elsize;
     ll_tls.heap_bytes += n;
-    if (LL_UNLIKELY(n >= LL_LARGE_ALLOC)) ll_tls.rss_dirty = 1;
-    return o->calloc(o->ctx, nelem, elsize);
+    void *p = o->calloc(o->ctx, nelem, elsize);
+    large_add(p, n);
+    return p;
 }
 static void *hk_realloc(void *ctx, void *p, size_t n) {
     PyMemAllocatorEx *o = ctx;
     ll_tls.heap_bytes += n;
-    if (LL_UNLIKELY(n >= LL_LARGE_ALLOC)) ll_tls.rss_dirty = 1;
-    return o->realloc(o->ctx, p, n);
+    large_remove(p);
+    void *q = o->realloc(o->ctx, p, n);
+    large_add(q, n);
+    return q;
 }
 static void hk_free(void *ctx, void *p) {
     PyMemAllocatorEx *o = ctx;
+    large_remove(p);
     o->free(o->ctx, p);
 }
 
 int ll_heap_hooks_install(void) {
     if (hooks_installed) return 0;
+    memset(large_blocks, 0, sizeof large_blocks); /* blocks freed while not hooked */
+    n_large = 0;
     PyMem_GetAllocator(PYMEM_DOMAIN_MEM, &orig_mem);
     PyMem_GetAllocator(PYMEM_DOMAIN_OBJ, &orig_obj);
     PyMemAllocatorEx mem = {&orig_mem, hk_malloc, hk_calloc, hk_realloc, hk_free};
