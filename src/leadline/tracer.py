@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -67,7 +67,6 @@ class TraceResult:
     write_error: str | None
     dropped_chunks: int
     seconds: float
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def default_output(program: str, mode: str = "trace") -> Path:

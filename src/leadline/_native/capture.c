@@ -184,7 +184,7 @@ static void enqueue_locked(LLWriter *w, LLChunk *c) {
 
 /* Definitions (strings, functions, threads) always reach the file before any chunk that was
  * submitted after them, so every chunk can be decoded with what precedes it. */
-void ll_writer_submit_locked(LLWriter *w, LLChunk *c) {
+static void submit_locked(LLWriter *w, LLChunk *c) {
     for (int k = LL_CHUNK_STRINGS; k <= LL_CHUNK_THREADS; k++) {
         if (w->pending[k] && w->pending[k]->len) {
             enqueue_locked(w, w->pending[k]);
@@ -197,7 +197,7 @@ void ll_writer_submit_locked(LLWriter *w, LLChunk *c) {
 
 void ll_writer_submit(LLWriter *w, LLChunk *c) {
     pthread_mutex_lock(&w->mu);
-    ll_writer_submit_locked(w, c);
+    submit_locked(w, c);
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -214,22 +214,19 @@ void ll_writer_define(LLWriter *w, uint8_t kind, const uint8_t *rec, size_t n) {
     LLChunk *c = w->pending[kind];
     if (c && c->len + n > c->cap) {
         /* Strings must precede the functions that name them: queue in kind order. */
-        ll_writer_submit_locked(w, NULL);
+        submit_locked(w, NULL);
         c = NULL;
     }
     if (!c) {
+        /* Not from the free list (that one holds event-sized buffers), so no second lock. */
         size_t cap = n > 60000 ? n : 60000;
-        pthread_mutex_unlock(&w->mu);
-        c = ll_writer_buffer(w, kind, 0, cap);
-        pthread_mutex_lock(&w->mu);
+        c = malloc(sizeof(LLChunk) + cap);
         if (!c) {
             w->dropped_chunks++;
             pthread_mutex_unlock(&w->mu);
             return;
         }
-        if (w->pending[kind]) { /* cannot happen under the GIL, but keep the older one */
-            ll_writer_submit_locked(w, NULL);
-        }
+        *c = (LLChunk){.kind = kind, .cap = cap};
         w->pending[kind] = c;
     }
     memcpy(c->data + c->len, rec, n);
@@ -262,7 +259,7 @@ int ll_writer_resume(LLWriter *w) {
 void ll_writer_close(LLWriter *w) {
     ll_writer_resume(w); /* a paused writer still has a queue to drain */
     pthread_mutex_lock(&w->mu);
-    ll_writer_submit_locked(w, NULL);
+    submit_locked(w, NULL);
     w->stopping = 1;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);

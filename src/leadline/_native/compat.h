@@ -21,13 +21,12 @@
 #  define LL_HAVE_MONITORING 0
 #endif
 
-/* Per-code-object scratch slot (co_extra), renamed to the PyUnstable_ API in 3.12. */
+/* Per-code-object scratch slot (co_extra), renamed to the PyUnstable_ API in 3.12; it is read
+ * inline by ll_code_extra_get below. */
 #if PY_VERSION_HEX >= 0x030C0000
-#  define LL_Code_GetExtra PyUnstable_Code_GetExtra
 #  define LL_Code_SetExtra PyUnstable_Code_SetExtra
 #  define LL_RequestCodeExtraIndex PyUnstable_Eval_RequestCodeExtraIndex
 #else
-#  define LL_Code_GetExtra _PyCode_GetExtra
 #  define LL_Code_SetExtra _PyCode_SetExtra
 #  define LL_RequestCodeExtraIndex _PyEval_RequestCodeExtraIndex
 #endif

@@ -152,7 +152,6 @@ typedef struct {
 int ll_writer_open(LLWriter *w, int fd); /* writes the file header, starts the thread */
 LLChunk *ll_writer_buffer(LLWriter *w, uint8_t kind, uint64_t stream, size_t cap);
 void ll_writer_submit(LLWriter *w, LLChunk *c);                    /* takes ownership */
-void ll_writer_submit_locked(LLWriter *w, LLChunk *c);             /* caller holds w->mu */
 void ll_writer_define(LLWriter *w, uint8_t kind, const uint8_t *rec, size_t n); /* a record */
 void ll_writer_put(LLWriter *w, uint8_t kind, const void *data, size_t n); /* a whole chunk */
 void ll_writer_close(LLWriter *w); /* drains the queue, joins the thread, closes fd */

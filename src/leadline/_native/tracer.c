@@ -107,7 +107,6 @@ typedef struct LLSession {
     int c_calls;
     int previous;
     int exact_rss;
-    int heap;
     int64_t trigger_pages;
     int64_t max_depth;
     uint64_t flush_ticks;
@@ -120,7 +119,6 @@ typedef struct LLSession {
     LLPtrMap cfuncs;
     LLThreadStream *threads;
     int in_define;
-    Py_ssize_t extra_index;
     uint64_t t_start, mono_start;
     double tick_ns;
     int profile_installed;
@@ -413,14 +411,14 @@ static __attribute__((noinline, cold)) uint64_t define_code(LLSession *s, PyObje
         define_func(s, v, 0, co->co_filename, name, co->co_firstlineno, code);
     }
     v |= (s->gen & 0xFFFFFF) << 40;
-    if (LL_Code_SetExtra(code, s->extra_index, (void *)(uintptr_t)v) < 0) PyErr_Clear();
+    if (LL_Code_SetExtra(code, code_extra_index, (void *)(uintptr_t)v) < 0) PyErr_Clear();
     PyErr_Restore(exc_type, exc_value, exc_tb);
     s->in_define = 0;
     return v & LL_FN_MASK;
 }
 
 static inline uint64_t code_func(LLSession *s, PyObject *code) {
-    uint64_t v = (uint64_t)(uintptr_t)ll_code_extra_get(code, s->extra_index);
+    uint64_t v = (uint64_t)(uintptr_t)ll_code_extra_get(code, code_extra_index);
     if (LL_LIKELY((v >> 40) == (s->gen & 0xFFFFFF))) return v & LL_FN_MASK;
     return define_code(s, code);
 }
@@ -804,10 +802,8 @@ static PyObject *session_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     s->c_calls = c_calls;
     s->previous = previous;
     s->exact_rss = exact_rss;
-    s->heap = heap;
     s->trigger_pages = trigger > 0 ? trigger : 0;
     s->max_depth = max_depth > 0 ? max_depth : 0;
-    s->extra_index = code_extra_index;
     s->strings = PyDict_New();
     if (filter != Py_None) s->filter = Py_NewRef(filter);
     if (prefix != Py_None) s->exclude_prefix = Py_NewRef(prefix);
@@ -956,19 +952,6 @@ static PyObject *session_close(PyObject *self, PyObject *args) {
                          s->w.dropped_chunks, "write_error", err);
 }
 
-static PyObject *session_stats(PyObject *self, PyObject *unused) {
-    LLSession *s = (LLSession *)self;
-    uint64_t events = 0, recorded = 0;
-    pthread_mutex_lock(&s->w.mu);
-    for (LLThreadStream *ts = s->threads; ts; ts = ts->next) {
-        events += ts->nevents;
-        recorded += ts->nrecorded;
-    }
-    pthread_mutex_unlock(&s->w.mu);
-    return Py_BuildValue("{s:K,s:K,s:O}", "events", events, "recorded", recorded, "active",
-                         s->active ? Py_True : Py_False);
-}
-
 static void session_dealloc(PyObject *self) {
     LLSession *s = (LLSession *)self;
     if (s->opened && !s->closed) {
@@ -1003,7 +986,6 @@ static PyMethodDef session_methods[] = {
      "Install the C profile hook on every thread (Python < 3.12)."},
     {"finish", session_finish, METH_NOARGS, "Stop recording; return counters."},
     {"close", session_close, METH_VARARGS, "Write END, flush and close the capture."},
-    {"stats", session_stats, METH_NOARGS, "Counters so far."},
     {NULL, NULL, 0, NULL},
 };
 

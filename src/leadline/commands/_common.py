@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,13 +52,7 @@ def render_capture(
 ) -> int:
     with Capture(capture_path) as cap:
         with progress_bar(cap.size, f"reading {Path(capture_path).name}") as update:
-            opts = RenderOptions(
-                sort=options.sort,
-                limit=options.limit,
-                color=options.color,
-                width=options.width,
-                progress=update,
-            )
+            opts = dataclasses.replace(options, progress=update)
             with open_output(output) as out:
                 renderer.render(cap, out, opts)
         if cap.damage:

@@ -8,7 +8,6 @@ import sys
 from typing import Any
 
 from .. import runner
-from ..errors import LeadlineError
 from ..tracer import TraceOptions, Tracer, default_output
 
 
@@ -153,6 +152,4 @@ def run(args: argparse.Namespace) -> int:
             f"{result.bytes_written:,} bytes ({per:.1f}/event) -> {result.path}",
             file=sys.stderr,
         )
-    if status and not isinstance(status, int):
-        raise LeadlineError(f"unexpected exit status {status!r}")
     return status
