@@ -1,0 +1,86 @@
+"""The sampling profile: what every sampling report and exporter works from.
+
+A sampling capture (``leadline run``, ``leadline attach``, ``leadline.profile()``) is folded by
+``sampling.load_profile`` into a :class:`SampleProfile`: distinct stacks, each with how many
+samples landed on it and what they weighed.  Renderers and exporters (text table, HTML flame
+graph, pprof, speedscope, collapsed stacks) take this model and nothing else, so they can be
+tested on profiles built by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Metric = Literal["samples", "cpu", "memory"]
+METRICS: tuple[Metric, ...] = ("samples", "cpu", "memory")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of a stack: a Python function and the line it was executing."""
+
+    name: str  # qualified name (bare name on 3.10)
+    file: str  # the code object's file name, as the program saw it
+    line: int  # the line being executed in this frame (0 if unknown)
+    func_line: int  # the function's first line (its `def`)
+
+    @property
+    def label(self) -> str:
+        """`name (file:line)`, the way the tables print a frame."""
+        return f"{self.name} ({self.file}:{self.line})"
+
+
+@dataclass(frozen=True)
+class Thread:
+    serial: int  # the capture's id of the thread
+    pid: int
+    tid: int  # the kernel's thread id (0 if unknown)
+    name: str
+
+
+@dataclass
+class Stack:
+    """A distinct (thread, stack) with its weights.  `frames` are indexes into
+    `SampleProfile.frames`, outermost first."""
+
+    frames: tuple[int, ...]
+    thread: int  # Thread.serial
+    samples: int = 0  # samples that saw this stack
+    idle: int = 0  # of which the thread was idle (wall mode: off CPU)
+    cpu_ns: int = 0  # CPU time the thread used, attributed to this stack
+    rss_bytes: int = 0  # RSS change attributed to this stack (--memory); may be negative
+
+    def weight(self, metric: Metric) -> int:
+        if metric == "samples":
+            return self.samples
+        if metric == "cpu":
+            return self.cpu_ns
+        return self.rss_bytes
+
+
+@dataclass
+class SampleProfile:
+    mode: str  # "wall" or "cpu"
+    rate_hz: float
+    duration_ns: int
+    start_unix_ns: int
+    samples: int  # sample records (one per thread per tick in wall mode)
+    ticks: int  # sampling ticks taken
+    missed: int  # ticks skipped because the sampler was late
+    torn: int  # thread samples dropped because the stack changed while it was read
+    memory: bool  # RSS per sample was recorded
+    frames: list[Frame]
+    threads: list[Thread]
+    stacks: list[Stack]
+    meta: dict[str, Any] = field(default_factory=dict)  # the capture's META (argv, python...)
+    complete: bool = True  # the capture was stopped cleanly
+
+    def thread(self, serial: int) -> Thread:
+        for t in self.threads:
+            if t.serial == serial:
+                return t
+        return Thread(serial, 0, 0, f"thread-{serial}")
+
+    def total(self, metric: Metric) -> int:
+        return sum(s.weight(metric) for s in self.stacks)
