@@ -10,10 +10,14 @@ native = Extension(
         "src/leadline/_native/memory.c",
         "src/leadline/_native/tracer.c",
         "src/leadline/_native/reader.c",
+        "src/leadline/_native/procmem.c",
+        "src/leadline/_native/sampler.c",
     ],
     depends=[
         "src/leadline/_native/leadline.h",
         "src/leadline/_native/compat.h",
+        "src/leadline/_native/procmem.h",
+        "src/leadline/_native/layouts.h",
     ],
     extra_compile_args=[
         "-std=c11",

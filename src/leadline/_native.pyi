@@ -53,3 +53,31 @@ class Aggregator:
         list[tuple[int, int, int, int, int]],
         list[tuple[int, int, int, int, int]],
     ]: ...
+
+def inspect_process(pid: int, /) -> dict[str, Any]:
+    """Finds the interpreter of a process: {minor, runtime, code_type, path}.  Raises
+    ProcessLookupError, PermissionError or ValueError (not Python, unsupported version)."""
+
+def line_table(minor: int, firstline: int, raw: bytes, /) -> list[tuple[int, int]]: ...
+def pthread_tid_offset() -> int: ...
+
+class Sampler:
+    """Samples the Python stacks of process `pid` (and, with subprocesses, its descendants)
+    from a native thread into a capture file (the file descriptor is taken over)."""
+
+    def __init__(
+        self,
+        fd: int,
+        meta: bytes,
+        pid: int,
+        rate_hz: float,
+        cpu: bool = ...,
+        memory: bool = ...,
+        subprocesses: bool = ...,
+        max_depth: int = ...,
+    ) -> None: ...
+    def finish(self) -> dict[str, Any]: ...
+    def close(self, end: bytes, /) -> dict[str, Any]: ...
+    def before_fork(self) -> None: ...
+    def resume(self) -> None: ...
+    def running(self) -> bool: ...

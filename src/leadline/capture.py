@@ -26,12 +26,26 @@ CHUNK_MAGIC = b"LLCK"
 HEADER = struct.Struct("<8sHHI")
 CHUNK = struct.Struct("<4sBBHIIQ")
 
-META, STRINGS, FUNCS, THREADS, EVENTS, RSS, END = range(1, 8)
+META, STRINGS, FUNCS, THREADS, EVENTS, RSS, END, SAMPLES, STACKS, TASKS = range(1, 11)
 KIND_NAMES = {0: "CALL", 1: "RETURN", 2: "C_CALL", 3: "C_RETURN", 4: "C_EXCEPT"}
 CALL_KINDS = (0, 2)
 
 Progress = Callable[[int, int], None]
 Event = tuple[int, int, int, int, int, int, int]  # number, kind, func, t, rss_pages, heap, offset
+# A sample: t (ticks), thread serial, flags, stack id, CPU ns since the thread's last sample,
+# RSS change in pages attributed to it.
+Sample = tuple[int, int, int, int, int, int]
+SAMPLE_IDLE, SAMPLE_RSS, SAMPLE_TRUNCATED = 1, 2, 4
+
+
+@dataclass(frozen=True)
+class Task:
+    """A sampled thread: its process, kernel thread id, Python ident and name (if known)."""
+
+    pid: int
+    tid: int
+    ident: int
+    name: str
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -84,6 +98,7 @@ class EventChunk:
     offset: int
     length: int
     stream: int
+    crc: int
 
 
 class Capture:
@@ -106,7 +121,9 @@ class Capture:
         self.functions: dict[int, Function] = {}
         self.threads: dict[int, tuple[int, int]] = {}  # serial -> (native tid, python ident)
         self.event_chunks: list[EventChunk] = []
-        self._crcs: list[int] = []
+        self.sample_chunks: list[EventChunk] = []
+        self.stacks: dict[int, tuple[int, int, int]] = {}  # id -> (parent, func, offset)
+        self.tasks: dict[int, Task] = {}  # serial -> sampled thread
         self.timeline_t = array("Q")
         self.timeline_rss = array("Q")
         self.damage: str | None = None  # why reading stopped early, if it did
@@ -144,10 +161,10 @@ class Capture:
             if start + length > self.size:
                 self._damaged(pos, "the last chunk is cut short (the writer was stopped)")
                 break
-            if kind == EVENTS:
+            if kind in (EVENTS, SAMPLES):
                 # Verified when streamed; an index entry is all the scan keeps.
-                self.event_chunks.append(EventChunk(start, length, stream))
-                self._crcs.append(crc)
+                chunks = self.event_chunks if kind == EVENTS else self.sample_chunks
+                chunks.append(EventChunk(start, length, stream, crc))
             else:
                 payload = self._f.read(length)
                 if zlib.crc32(payload) != crc:
@@ -216,6 +233,23 @@ class Capture:
                 tid, pos = _varint(payload, pos)
                 ident, pos = _varint(payload, pos)
                 self.threads[serial] = (tid, ident)
+        elif kind == STACKS:
+            pos = 0
+            while pos < len(payload):
+                sid, pos = _varint(payload, pos)
+                parent, pos = _varint(payload, pos)
+                func, pos = _varint(payload, pos)
+                off, pos = _varint(payload, pos)
+                self.stacks[sid] = (parent, func, off)
+        elif kind == TASKS:
+            pos = 0
+            while pos < len(payload):
+                serial, pos = _varint(payload, pos)
+                pid, pos = _varint(payload, pos)
+                tid, pos = _varint(payload, pos)
+                ident, pos = _varint(payload, pos)
+                name_id, pos = _varint(payload, pos)
+                self.tasks[serial] = Task(pid, tid, ident, self.strings.get(name_id, ""))
         elif kind == RSS:
             times, values = _native.decode_rss(payload)
             self.timeline_t.frombytes(times)
@@ -227,21 +261,49 @@ class Capture:
     ) -> Iterator[tuple[int, bytes]]:
         """(thread serial, payload) of every readable event chunk (of one thread, if `stream`
         is given), in file order; stops at the first damaged chunk."""
-        total = sum(c.length for c in self.event_chunks) or 1
+        yield from self._payloads(self.event_chunks, progress, stream)
+
+    def _payloads(
+        self, chunks: list[EventChunk], progress: Progress | None, stream: int | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        total = sum(c.length for c in chunks) or 1
         done = 0
-        for chunk, crc in zip(self.event_chunks, self._crcs, strict=True):
+        for chunk in chunks:
             if stream is not None and chunk.stream != stream:
                 continue
             self._f.seek(chunk.offset)
             payload = self._f.read(chunk.length)
-            if zlib.crc32(payload) != crc:
-                self.damage = "an event chunk's checksum does not match"
+            if zlib.crc32(payload) != chunk.crc:
+                self.damage = "a chunk's checksum does not match"
                 self.unused_bytes = max(self.unused_bytes, self.size - chunk.offset)
                 return
             yield chunk.stream, payload
             done += chunk.length
             if progress:
                 progress(done, total)
+
+    def samples(self, progress: Progress | None = None) -> Iterator[Sample]:
+        """Every readable sample, in file order (docs/format.md, SAMPLES)."""
+        for _, payload in self._payloads(self.sample_chunks, progress):
+            try:
+                t, pos = _varint(payload, 0)
+                end = len(payload)
+                while pos < end:
+                    dt, pos = _varint(payload, pos)
+                    serial, pos = _varint(payload, pos)
+                    flags = payload[pos]
+                    pos += 1
+                    stack, pos = _varint(payload, pos)
+                    cpu, pos = _varint(payload, pos)
+                    drss = 0
+                    if flags & SAMPLE_RSS:
+                        z, pos = _varint(payload, pos)
+                        drss = _unzigzag(z)
+                    t += dt
+                    yield t, serial, flags, stack, cpu, drss
+            except (IndexError, ValueError):
+                self.damage = "a sample chunk cannot be decoded"
+                return
 
     def _decoded(self, payloads: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, Event]]:
         for stream, payload in payloads:

@@ -121,111 +121,134 @@ def _thread_names() -> dict[str, str]:
 
 
 _monitoring_used_before = False
-_current: Tracer | None = None  # the running trace, for the fork handler
+_recording: list[Recorder] = []  # what records in this process, for the fork handlers
+
+
+def _before_fork() -> None:
+    for r in _recording:
+        r._before_fork()
+
+
+def _after_fork_in_parent() -> None:
+    for r in _recording:
+        r._after_fork_in_parent()
 
 
 def _after_fork_in_child() -> None:
-    """A forked child records nothing (its parent's capture is not its to write): remove the
-    hooks so that the child runs at full speed.  The native side already closed the file."""
-    if _current is not None:
+    """A forked child records nothing (its parent's capture is not its to write): stop every
+    recording, so that the child runs at full speed.  The native side already closed the file."""
+    for r in list(_recording):
         try:
-            _current.stop()
+            r.stop()
         except Exception:  # never disturb the child
             pass
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_after_fork_in_child,
+)
 
 
-class Tracer:
-    """One recording.  Use `leadline.trace(...)` or the CLI rather than this class directly."""
+def capture_meta(
+    mode: str, argv: list[str], options: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
+    """The META chunk of a capture recorded now (docs/format.md); `extra` overrides."""
+    return {
+        "format": _native.FORMAT_MAJOR,
+        "mode": mode,
+        "leadline_version": __version__,
+        "argv": argv,
+        "python_version": ".".join(map(str, sys.version_info[:3])),
+        "implementation": sys.implementation.name,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "start_unix_ns": time.time_ns(),
+        "t_start": _native.ticks(),
+        "tick_ns": _native.tick_ns(),
+        "clock": _native.CLOCK,
+        "page_size": PAGE_SIZE,
+        "package_dir": _PACKAGE_DIR,
+        "options": options,
+        **extra,
+    }
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        options: TraceOptions | None = None,
-        argv: list[str] | None = None,
-        mode: str = "trace",
-    ) -> None:
-        self.options = options or TraceOptions()
-        self.options.validate()
+
+@dataclass
+class RecordResult:
+    path: Path
+    bytes_written: int
+    write_error: str | None
+    dropped_chunks: int
+    seconds: float
+    counters: dict[str, Any]
+
+
+class Recorder:
+    """What every in-process recording shares: the capture file, META and END, thread names,
+    os._exit, fork.  Subclasses create the native recorder and turn its counters into a result."""
+
+    mode: str = "trace"
+
+    def __init__(self, path: str | os.PathLike[str] | None, argv: list[str] | None) -> None:
         self.argv = list(sys.argv if argv is None else argv)
-        self.path = Path(path) if path is not None else default_output(self.argv[0] or "python")
-        self.mode = mode
-        self._session: Any = None
-        self._tool: int | None = None
-        self._events: list[int] = []
+        self.path = (
+            Path(path) if path is not None else default_output(self.argv[0] or "python", self.mode)
+        )
+        self._native: Any = None
         self._started = 0.0
         self._thread_names: dict[str, str] = {}
         self._real_exit: Callable[[int], Any] | None = None  # os._exit while we wrap it
         self._real_thread_start: Callable[[threading.Thread], None] | None = None
-        self.result: TraceResult | None = None
+        self.record: RecordResult | None = None
         self.pid = 0  # the process that records (a forked child does not)
 
+    # -- what subclasses provide ------------------------------------------------
+    def _options(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _begin(self, fd: int, meta: bytes) -> Any:
+        """Create and start the native recorder (it owns `fd` from then on)."""
+        raise NotImplementedError
+
+    def _end_fields(self, counters: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def _before_fork(self) -> None:
+        pass
+
+    def _after_fork_in_parent(self) -> None:
+        pass
+
+    def _finished(self) -> None:
+        """Called after the capture is closed, in the recording process."""
+
     # -- lifecycle ------------------------------------------------------------
-    def start(self) -> Tracer:
-        if self._session is not None:
-            raise LeadlineError("this trace is already running")
-        o = self.options
+    def _start(self) -> None:
+        if self._native is not None:
+            raise LeadlineError(f"this {self.mode} is already running")
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         except OSError as e:
             raise LeadlineError(f"cannot write {self.path}: {e.strerror}") from None
-        meta = {
-            "format": _native.FORMAT_MAJOR,
-            "mode": self.mode,
-            "leadline_version": __version__,
-            "argv": self.argv,
-            "python_version": ".".join(map(str, sys.version_info[:3])),
-            "implementation": sys.implementation.name,
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "start_unix_ns": time.time_ns(),
-            "t_start": _native.ticks(),
-            "tick_ns": _native.tick_ns(),
-            "clock": _native.CLOCK,
-            "page_size": PAGE_SIZE,
-            "options": asdict(o),
-        }
-        disable = sys.monitoring.DISABLE if _native.MONITORING else None
+        meta = capture_meta(self.mode, self.argv, self._options())
         self._thread_names = _thread_names()  # before the hooks, so that it is not traced
         try:
-            self._session = _native.Session(
-                fd,
-                json.dumps(meta).encode(),
-                hook_only=o.hook_only,
-                c_calls=o.c_calls,
-                rss_trigger_pages=o.trigger_pages() if o.rss_trigger else 0,
-                previous=o.previous,
-                max_depth=o.max_depth,
-                exact_rss=o.exact_rss,
-                heap=o.heap,
-                rss_period_us=o.rss_period_us,
-                filter=make_filter(o.include, o.exclude),
-                exclude_prefix=_PACKAGE_DIR,
-                disable=disable,
-            )
-        except (RuntimeError, OSError) as e:
-            with contextlib.suppress(OSError):  # the session may already have closed it
+            self._native = self._begin(fd, json.dumps(meta).encode())
+        except (RuntimeError, OSError, ValueError) as e:
+            with contextlib.suppress(OSError):  # the native side may already have closed it
                 os.close(fd)
             raise LeadlineError(str(e)) from None
-        try:
-            self._install()
-        except BaseException:
-            self._session.close()
-            self._session = None
-            raise
         self._started = time.perf_counter()
         self._real_exit = os._exit
         os._exit = self._exit_wrapper  # type: ignore[assignment]
         self._watch_thread_names()
         self.pid = os.getpid()
-        global _current
-        _current = self
-        return self
+        _recording.append(self)
 
     def _watch_thread_names(self) -> None:
-        """Remember each thread's name when it starts: a thread that ends before the trace
+        """Remember each thread's name when it starts: a thread that ends before the recording
         stops is no longer listed by threading.enumerate()."""
         real_start = threading.Thread.start
         names = self._thread_names
@@ -238,8 +261,115 @@ class Tracer:
         self._real_thread_start = real_start
         threading.Thread.start = start  # type: ignore[method-assign,assignment]
 
-    def _install(self) -> None:
-        s = self._session
+    def _uninstall(self) -> None:
+        pass
+
+    def _stop(self) -> RecordResult:
+        if self.record is not None:
+            return self.record
+        if self._native is None:
+            raise LeadlineError(f"this {self.mode} was not started")
+        if self in _recording:
+            _recording.remove(self)
+        if self._real_exit is not None and os._exit == self._exit_wrapper:
+            os._exit = self._real_exit  # type: ignore[assignment]
+        if self._real_thread_start is not None:
+            threading.Thread.start = self._real_thread_start  # type: ignore[method-assign,assignment]
+            self._real_thread_start = None
+        self._uninstall()
+        counters = self._native.finish()
+        names = {**self._thread_names, **_thread_names()}
+        end = {
+            "t_end": counters["t_end"],
+            "tick_ns": counters["tick_ns"],
+            **self._end_fields(counters),
+            "threads": names,
+            "stop_unix_ns": time.time_ns(),
+        }
+        written = self._native.close(json.dumps(end).encode())
+        self.record = RecordResult(
+            path=self.path,
+            bytes_written=written["bytes_written"],
+            write_error=written["write_error"],
+            dropped_chunks=written["dropped_chunks"],
+            seconds=time.perf_counter() - self._started,
+            counters=counters,
+        )
+        if os.getpid() == self.pid:
+            self._finished()
+            if self.record.write_error:
+                print(
+                    f"leadline: warning: writing {self.path} failed ({self.record.write_error}); "
+                    "the capture holds what was written before",
+                    file=sys.stderr,
+                )
+        return self.record
+
+    def stop(self) -> Any:
+        return self._stop()
+
+    def _exit_wrapper(self, status: int) -> None:
+        """os._exit skips every cleanup: finish the capture first, then exit as asked."""
+        real = self._real_exit
+        try:
+            self.stop()
+        except BaseException:  # the program asked to exit now; nothing may stop that
+            pass
+        assert real is not None
+        real(status)
+
+
+class Tracer(Recorder):
+    """One recording.  Use `leadline.trace(...)` or the CLI rather than this class directly."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        options: TraceOptions | None = None,
+        argv: list[str] | None = None,
+        mode: str = "trace",
+    ) -> None:
+        self.mode = mode
+        super().__init__(path, argv)
+        self.options = options or TraceOptions()
+        self.options.validate()
+        self._tool: int | None = None
+        self._events: list[int] = []
+        self.result: TraceResult | None = None
+
+    def _options(self) -> dict[str, Any]:
+        return asdict(self.options)
+
+    def _begin(self, fd: int, meta: bytes) -> Any:
+        o = self.options
+        disable = sys.monitoring.DISABLE if _native.MONITORING else None
+        session = _native.Session(
+            fd,
+            meta,
+            hook_only=o.hook_only,
+            c_calls=o.c_calls,
+            rss_trigger_pages=o.trigger_pages() if o.rss_trigger else 0,
+            previous=o.previous,
+            max_depth=o.max_depth,
+            exact_rss=o.exact_rss,
+            heap=o.heap,
+            rss_period_us=o.rss_period_us,
+            filter=make_filter(o.include, o.exclude),
+            exclude_prefix=_PACKAGE_DIR,
+            disable=disable,
+        )
+        try:
+            self._install(session)
+        except BaseException:
+            session.close()
+            raise
+        return session
+
+    def start(self) -> Tracer:
+        self._start()
+        return self
+
+    def _install(self, s: Any) -> None:
         if _native.MONITORING:
             global _monitoring_used_before
             mon = sys.monitoring
@@ -289,65 +419,33 @@ class Tracer:
         elif not _native.MONITORING:
             threading.setprofile(None)
 
+    def _end_fields(self, counters: dict[str, Any]) -> dict[str, Any]:
+        return {"events": counters["events"], "recorded": counters["recorded"]}
+
+    def _finished(self) -> None:
+        assert self.record is not None
+        if self.record.counters.get("hook_replaced"):
+            print(
+                "leadline: warning: the program removed or replaced leadline's profile hook "
+                f"(sys.setprofile) on {self.record.counters['hook_replaced']} thread(s); events "
+                "there after that are missing",
+                file=sys.stderr,
+            )
+
     def stop(self) -> TraceResult:
         if self.result is not None:
             return self.result
-        if self._session is None:
-            raise LeadlineError("this trace was not started")
-        global _current
-        if _current is self:
-            _current = None
-        if self._real_exit is not None and os._exit == self._exit_wrapper:
-            os._exit = self._real_exit  # type: ignore[assignment]
-        if self._real_thread_start is not None:
-            threading.Thread.start = self._real_thread_start  # type: ignore[method-assign,assignment]
-            self._real_thread_start = None
-        self._uninstall()
-        s = self._session
-        counters = s.finish()
-        names = {**self._thread_names, **_thread_names()}
-        end = {
-            "t_end": counters["t_end"],
-            "tick_ns": counters["tick_ns"],
-            "events": counters["events"],
-            "recorded": counters["recorded"],
-            "threads": names,
-            "stop_unix_ns": time.time_ns(),
-        }
-        written = s.close(json.dumps(end).encode())
+        rec = self._stop()
         self.result = TraceResult(
             path=self.path,
-            events=counters["events"],
-            recorded=counters["recorded"],
-            bytes_written=written["bytes_written"],
-            write_error=written["write_error"],
-            dropped_chunks=written["dropped_chunks"],
-            seconds=time.perf_counter() - self._started,
+            events=rec.counters["events"],
+            recorded=rec.counters["recorded"],
+            bytes_written=rec.bytes_written,
+            write_error=rec.write_error,
+            dropped_chunks=rec.dropped_chunks,
+            seconds=rec.seconds,
         )
-        if counters.get("hook_replaced") and os.getpid() == self.pid:
-            print(
-                "leadline: warning: the program removed or replaced leadline's profile hook "
-                f"(sys.setprofile) on {counters['hook_replaced']} thread(s); events there after "
-                "that are missing",
-                file=sys.stderr,
-            )
-        if self.result.write_error and os.getpid() == self.pid:
-            print(
-                f"leadline: warning: writing {self.path} failed ({self.result.write_error}); "
-                "the capture holds what was written before",
-                file=sys.stderr,
-            )
         return self.result
-
-    def _exit_wrapper(self, status: int) -> None:
-        """os._exit skips every cleanup: finish the capture first, then exit as asked."""
-        real = self._real_exit
-        try:
-            self.stop()
-        except BaseException:  # the program asked to exit now; nothing may stop that
-            pass
-        assert real is not None
-        real(status)
 
     def __enter__(self) -> Tracer:
         return self.start()

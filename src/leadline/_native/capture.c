@@ -185,7 +185,10 @@ static void enqueue_locked(LLWriter *w, LLChunk *c) {
 /* Definitions (strings, functions, threads) always reach the file before any chunk that was
  * submitted after them, so every chunk can be decoded with what precedes it. */
 static void submit_locked(LLWriter *w, LLChunk *c) {
-    for (int k = LL_CHUNK_STRINGS; k <= LL_CHUNK_THREADS; k++) {
+    static const int order[] = {LL_CHUNK_STRINGS, LL_CHUNK_FUNCS, LL_CHUNK_THREADS, LL_CHUNK_STACKS,
+                                LL_CHUNK_TASKS};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        int k = order[i];
         if (w->pending[k] && w->pending[k]->len) {
             enqueue_locked(w, w->pending[k]);
             w->pending[k] = NULL;

@@ -25,7 +25,7 @@
 
 /* ---- capture format constants (docs/format.md) ---- */
 #define LL_FORMAT_MAJOR 1
-#define LL_FORMAT_MINOR 0
+#define LL_FORMAT_MINOR 1
 
 enum {
     LL_CHUNK_META = 1,
@@ -35,6 +35,10 @@ enum {
     LL_CHUNK_EVENTS = 5,
     LL_CHUNK_RSS = 6,
     LL_CHUNK_END = 7,
+    LL_CHUNK_SAMPLES = 8,
+    LL_CHUNK_STACKS = 9,
+    LL_CHUNK_TASKS = 10,
+    LL_CHUNK_KINDS = 11,
 };
 
 enum {
@@ -140,7 +144,7 @@ typedef struct {
     size_t queued;
     LLChunk *free_list;
     size_t nfree;
-    LLChunk *pending[LL_CHUNK_THREADS + 1]; /* definitions not yet queued, by kind */
+    LLChunk *pending[LL_CHUNK_KINDS]; /* definitions not yet queued, by kind */
     int stopping;
     int paused;      /* joined around a fork(), restarted at the next event */
     int header_done; /* the file header is written once, by the first writer thread */
@@ -205,6 +209,12 @@ extern pthread_mutex_t ll_global_lock;
 PyObject *ll_session_new(PyObject *module, PyObject *args, PyObject *kwargs);
 extern PyTypeObject LLSession_Type;
 extern PyTypeObject LLHook_Type;
+
+/* ---- sampler ---- */
+int ll_sampler_init(void);
+extern PyTypeObject LLSampler_Type;
+PyObject *ll_inspect_process(PyObject *module, PyObject *args);
+PyObject *ll_line_table(PyObject *module, PyObject *args);
 
 /* ---- reader ---- */
 extern PyTypeObject LLAggregator_Type;

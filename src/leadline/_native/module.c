@@ -1,5 +1,6 @@
 /* leadline._native: the module object.  Its whole surface is typed in _native.pyi. */
 #include "leadline.h"
+#include "procmem.h"
 
 int ll_tracer_init(void);
 
@@ -11,10 +12,20 @@ static PyObject *ticks(PyObject *module, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(ll_ticks());
 }
 
+static PyObject *pthread_tid_offset(PyObject *module, PyObject *unused) {
+    return PyLong_FromLong(ll_pthread_tid_offset());
+}
+
 static PyMethodDef module_methods[] = {
     {"decode_events", ll_decode_events, METH_VARARGS,
      "decode_events(payload) -> [(number, kind, func, t, rss_pages, heap, offset)]"},
     {"decode_rss", ll_decode_rss, METH_VARARGS, "decode_rss(payload) -> (times, rss_pages)"},
+    {"inspect_process", ll_inspect_process, METH_VARARGS,
+     "inspect_process(pid) -> {minor, runtime, code_type, path}; raises if not readable"},
+    {"line_table", ll_line_table, METH_VARARGS,
+     "line_table(minor, firstline, raw) -> [(offset, line)] from CPython's own encoding"},
+    {"pthread_tid_offset", pthread_tid_offset, METH_NOARGS,
+     "Where glibc keeps the kernel thread id in a pthread_t (-1: unknown)."},
     {"tick_ns", tick_ns, METH_NOARGS, "Nanoseconds per clock tick (calibrated once)."},
     {"ticks", ticks, METH_NOARGS, "The event clock now, in ticks."},
     {NULL, NULL, 0, NULL},
@@ -25,17 +36,18 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
-    if (ll_tracer_init() < 0) {
+    if (ll_tracer_init() < 0 || ll_sampler_init() < 0) {
         PyErr_SetString(PyExc_ImportError, "leadline: cannot initialise the tracer");
         return NULL;
     }
     if (PyType_Ready(&LLSession_Type) < 0 || PyType_Ready(&LLHook_Type) < 0 ||
-        PyType_Ready(&LLAggregator_Type) < 0)
+        PyType_Ready(&LLAggregator_Type) < 0 || PyType_Ready(&LLSampler_Type) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Session", (PyObject *)&LLSession_Type) < 0 ||
         PyModule_AddObjectRef(m, "Aggregator", (PyObject *)&LLAggregator_Type) < 0 ||
+        PyModule_AddObjectRef(m, "Sampler", (PyObject *)&LLSampler_Type) < 0 ||
         PyModule_AddStringConstant(m, "CLOCK", LL_CLOCK_NAME) < 0 ||
         PyModule_AddIntConstant(m, "MONITORING", LL_HAVE_MONITORING) < 0 ||
         PyModule_AddIntConstant(m, "FORMAT_MAJOR", LL_FORMAT_MAJOR) < 0 ||

@@ -1,5 +1,5 @@
 """One module per subcommand; the CLI is built from this list."""
 
-from . import export, log, report, trace
+from . import attach, export, log, report, run, trace
 
-COMMANDS = [trace, report, log, export]
+COMMANDS = [trace, run, attach, report, log, export]

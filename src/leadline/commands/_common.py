@@ -48,13 +48,21 @@ def open_output(path: str | None, binary: bool = False) -> Iterator[IO[str]]:
 
 
 def render_capture(
-    capture_path: str, renderer: Renderer, output: str | None, options: RenderOptions
+    capture_path: str,
+    renderer: Renderer,
+    output: str | None,
+    options: RenderOptions,
+    stream: IO[str] | None = None,
 ) -> int:
+    """Render a capture to `output` (a path; None or "-": standard output, or `stream`)."""
     with Capture(capture_path) as cap:
         with progress_bar(cap.size, f"reading {Path(capture_path).name}") as update:
             opts = dataclasses.replace(options, progress=update)
-            with open_output(output) as out:
-                renderer.render(cap, out, opts)
+            if stream is not None and output in (None, "-"):
+                renderer.render(cap, stream, opts)
+            else:
+                with open_output(output) as out:
+                    renderer.render(cap, out, opts)
         if cap.damage:
             print(
                 f"leadline: warning: {capture_path}: {cap.damage}; "

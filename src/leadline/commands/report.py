@@ -44,6 +44,20 @@ def register(sub: Any) -> None:
         help="order of the table (default: inclusive time)",
     )
     p.add_argument("--limit", type=int, default=None, help="rows to show (text: 25)")
+    sampling = p.add_argument_group("sampling captures (leadline run / attach)")
+    sampling.add_argument(
+        "--callers", metavar="FUNC", help="who calls FUNC (name, Class.method, glob, file:name)"
+    )
+    sampling.add_argument("--callees", metavar="FUNC", help="what FUNC calls")
+    sampling.add_argument(
+        "--idle", action="store_true", help="count samples of idle threads too (wall mode)"
+    )
+    sampling.add_argument(
+        "--metric",
+        choices=("samples", "cpu", "memory"),
+        default=None,
+        help="weight of each sample (default: samples in wall mode, cpu in cpu mode)",
+    )
     p.add_argument("-o", "--output", help="write here instead of standard output")
     p.set_defaults(func=run, format="text")
 
@@ -54,7 +68,17 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "html" and not output:
         output = str(args.capture).removesuffix(".lead") + ".html"
     status = render_capture(
-        args.capture, renderer, output, RenderOptions(sort=args.sort, limit=args.limit)
+        args.capture,
+        renderer,
+        output,
+        RenderOptions(
+            sort=args.sort,
+            limit=args.limit,
+            callers=args.callers,
+            callees=args.callees,
+            idle=args.idle,
+            metric=args.metric,
+        ),
     )
     if args.format == "html":
         print(f"leadline: wrote {output}")

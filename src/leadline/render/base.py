@@ -12,6 +12,7 @@ from typing import IO, ClassVar
 
 from ..capture import Capture, Progress
 from ..errors import LeadlineError
+from ..profile_model import Metric
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,15 @@ class RenderOptions:
     color: bool | None = None  # None: decide from the terminal and NO_COLOR
     width: int | None = None
     progress: Progress | None = None
+    # sampling profiles
+    callers: str | None = None
+    callees: str | None = None
+    idle: bool = False
+    metric: Metric | None = None
+
+
+def is_sampling(cap: Capture) -> bool:
+    return cap.meta.get("mode") == "sample"
 
 
 class Renderer(ABC):

@@ -7,7 +7,9 @@ from typing import IO
 
 from ..analysis import analyse, to_json
 from ..capture import Capture
-from .base import Renderer, RenderOptions, register
+from ..sampling import load_profile
+from ..sampling import to_json as sample_json
+from .base import Renderer, RenderOptions, is_sampling, register
 
 
 @register
@@ -17,6 +19,9 @@ class JsonReport(Renderer):
     description = "the report as JSON (docs/report-json.md)"
 
     def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
-        data = to_json(analyse(cap, options.progress), options.limit, options.sort)
+        if is_sampling(cap):
+            data = sample_json(load_profile(cap, options.progress), options.idle)
+        else:
+            data = to_json(analyse(cap, options.progress), options.limit, options.sort)
         json.dump(data, out, ensure_ascii=False)
         out.write("\n")

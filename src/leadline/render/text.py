@@ -11,7 +11,9 @@ from rich.table import Table
 
 from ..analysis import TraceProfile, analyse
 from ..capture import Capture
-from .base import Renderer, RenderOptions, register
+from ..sampling import load_profile
+from .base import Renderer, RenderOptions, is_sampling, register
+from .sample_text import render_sample_text
 from .units import fmt_bytes, fmt_ns
 
 
@@ -56,8 +58,11 @@ class TextReport(Renderer):
     description = "per-function table for the terminal"
 
     def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
-        p = analyse(cap, options.progress)
         console = make_console(out, options)
+        if is_sampling(cap):
+            render_sample_text(load_profile(cap, options.progress), console, options)
+            return
+        p = analyse(cap, options.progress)
         for line in header_lines(p):
             console.print(line, markup=False)
         table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")

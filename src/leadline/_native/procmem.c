@@ -1,0 +1,447 @@
+/* Reading a CPython process from outside its interpreter: its own process or another one.
+ *
+ * Everything here works on a pid and never takes the GIL.  Memory is read with
+ * process_vm_readv(2), so a pointer that went stale under the reader gives EFAULT instead of a
+ * crash (the same holds for the sampler's own process).  Finding the interpreter is done as
+ * debuggers do: the mapped python executable or libpython is located in /proc/PID/maps, its
+ * ELF symbol table gives the addresses of _PyRuntime and PyCode_Type, and the version comes from
+ * the Py_Version symbol (3.11+) or the file name (3.10).  Field offsets per version come from
+ * layouts.h, generated from each CPython's own headers. */
+#define _GNU_SOURCE
+#include "procmem.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+int ll_mem_read_raw(pid_t pid, uint64_t addr, void *buf, size_t n) {
+    struct iovec local = {buf, n};
+    struct iovec remote = {(void *)(uintptr_t)addr, n};
+    ssize_t r = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (r == (ssize_t)n) return 0;
+    if (r >= 0) return EFAULT;
+    return errno;
+}
+
+/* Reads through a small cache of whole pages, valid until the next ll_mem_forget(): the frames
+ * of one stack, and the code objects they run, mostly share a few pages. */
+int ll_mem_read(LLMem *m, uint64_t addr, void *buf, size_t n) {
+    uint8_t *out = buf;
+    while (n > 0) {
+        uint64_t page = addr & ~(uint64_t)(LL_PAGE - 1);
+        size_t off = (size_t)(addr - page);
+        size_t take = LL_PAGE - off < n ? LL_PAGE - off : n;
+        LLPageSlot *s = &m->slots[(page / LL_PAGE) % LL_PAGE_SLOTS];
+        if (s->gen != m->gen || s->page != page) {
+            int err = ll_mem_read_raw(m->pid, page, s->data, LL_PAGE);
+            if (err) {
+                s->gen = 0;
+                /* The page may be only partly readable (the end of a mapping is page aligned,
+                 * so this is rare); try exactly what was asked for. */
+                err = ll_mem_read_raw(m->pid, addr, out, take);
+                if (err) return err;
+                m->reads++;
+                out += take;
+                addr += take;
+                n -= take;
+                continue;
+            }
+            m->reads++;
+            s->page = page;
+            s->gen = m->gen;
+        }
+        memcpy(out, s->data + off, take);
+        out += take;
+        addr += take;
+        n -= take;
+    }
+    return 0;
+}
+
+void ll_mem_forget(LLMem *m) {
+    if (++m->gen == 0) m->gen = 1;
+}
+
+int ll_mem_init(LLMem *m, pid_t pid) {
+    m->pid = pid;
+    m->gen = 1;
+    m->reads = 0;
+    m->slots = calloc(LL_PAGE_SLOTS, sizeof(LLPageSlot));
+    return m->slots ? 0 : ENOMEM;
+}
+
+void ll_mem_free(LLMem *m) {
+    free(m->slots);
+    m->slots = NULL;
+}
+
+/* ---- strings ---- */
+
+static size_t put_utf8(char *o, uint32_t c) {
+    if (c < 0x80) {
+        o[0] = (char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        o[0] = (char)(0xC0 | (c >> 6));
+        o[1] = (char)(0x80 | (c & 0x3F));
+        return 2;
+    }
+    if (c < 0x10000) {
+        o[0] = (char)(0xE0 | (c >> 12));
+        o[1] = (char)(0x80 | ((c >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (c & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (c >> 18));
+    o[1] = (char)(0x80 | ((c >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((c >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (c & 0x3F));
+    return 4;
+}
+
+long ll_read_str(LLMem *m, const LLLayout *L, uint64_t addr, char *out, size_t cap) {
+    uint8_t h[128];
+    if (!addr || (size_t)L->unicode_compact_size > sizeof h) return -1;
+    if (ll_mem_read(m, addr, h, (size_t)L->unicode_compact_size)) return -1;
+    uint32_t state;
+    int64_t length;
+    memcpy(&state, h + L->unicode_state, 4);
+    memcpy(&length, h + L->unicode_length, 8);
+    unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+    if (!compact || (kind != 1 && kind != 2 && kind != 4) || length < 0 ||
+        (uint64_t)length * 4 + 1 > cap || length > 65536)
+        return -1;
+    uint64_t data = addr + (uint64_t)(ascii ? L->unicode_ascii_size : L->unicode_compact_size);
+    size_t nbytes = (size_t)length * kind;
+    uint8_t *raw = malloc(nbytes ? nbytes : 1);
+    if (!raw) return -1;
+    if (nbytes && ll_mem_read(m, data, raw, nbytes)) {
+        free(raw);
+        return -1;
+    }
+    size_t o = 0;
+    for (int64_t i = 0; i < length; i++) {
+        uint32_t c;
+        if (kind == 1) c = raw[i];
+        else if (kind == 2) c = (uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8;
+        else memcpy(&c, raw + 4 * i, 4);
+        if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) c = 0xFFFD;
+        o += put_utf8(out + o, c);
+    }
+    free(raw);
+    out[o] = 0;
+    return (long)o;
+}
+
+/* ---- line tables ----
+ * Both of CPython's encodings are turned into leadline's: the points (offset in code units,
+ * line) where the line changes, starting from (0, first line), entries without a line skipped.
+ * This is exactly what co_lines() gives (tests compare the two on thousands of functions). */
+
+typedef struct {
+    LLLinePoint *pts;
+    size_t n, cap;
+    long prev_line;
+} Points;
+
+static void add_point(Points *p, long off, long line) {
+    if (line < 0 || line == p->prev_line || p->n >= p->cap) return;
+    if (p->n && p->pts[p->n - 1].offset == off) {
+        p->pts[p->n - 1].line = line; /* a zero-length range before it: the later line wins */
+    } else {
+        p->pts[p->n++] = (LLLinePoint){off, line};
+    }
+    p->prev_line = line;
+}
+
+static uint64_t lt_varint(const uint8_t *t, size_t n, size_t *pos) {
+    uint64_t v = 0;
+    int shift = 0;
+    while (*pos < n && shift < 60) {
+        uint8_t b = t[(*pos)++];
+        v |= (uint64_t)(b & 63) << shift;
+        shift += 6;
+        if (!(b & 64)) break;
+    }
+    return v;
+}
+
+static long lt_svarint(const uint8_t *t, size_t n, size_t *pos) {
+    uint64_t v = lt_varint(t, n, pos);
+    return (v & 1) ? -(long)(v >> 1) : (long)(v >> 1);
+}
+
+size_t ll_decode_linetable(int minor, long firstline, const uint8_t *t, size_t n,
+                           LLLinePoint *out, size_t cap) {
+    Points p = {out, 0, cap, firstline};
+    long line = firstline, addr = 0;
+    size_t pos = 0;
+    if (minor <= 10) {
+        /* PEP 626: pairs (bytes of bytecode, signed line delta); -128 means no line. */
+        for (; pos + 1 < n; pos += 2) {
+            int sdelta = t[pos];
+            int ldelta = (int8_t)t[pos + 1];
+            long this_line = -1;
+            if (ldelta != -128) {
+                line += ldelta;
+                this_line = line;
+            }
+            if (sdelta) add_point(&p, addr / 2, this_line);
+            addr += sdelta;
+        }
+        return p.n;
+    }
+    /* 3.11+ location table (Objects/locations.md): entries of 1-8 code units. */
+    while (pos < n) {
+        uint8_t b = t[pos++];
+        if (!(b & 0x80)) break;
+        int code = (b >> 3) & 15, len = (b & 7) + 1;
+        long this_line;
+        if (code == 15) {
+            this_line = -1;
+        } else if (code == 14) {
+            line += lt_svarint(t, n, &pos);
+            lt_varint(t, n, &pos);
+            lt_varint(t, n, &pos);
+            lt_varint(t, n, &pos);
+            this_line = line;
+        } else if (code == 13) {
+            line += lt_svarint(t, n, &pos);
+            this_line = line;
+        } else if (code >= 10) {
+            line += code - 10;
+            pos += 2;
+            this_line = line;
+        } else {
+            pos += 1;
+            this_line = line;
+        }
+        add_point(&p, addr, this_line);
+        addr += len;
+    }
+    return p.n;
+}
+
+/* ---- finding the interpreter ---- */
+
+static void say(char *why, size_t n, const char *fmt, const char *a, long b) {
+    if (why && n) snprintf(why, n, fmt, a, b);
+}
+
+typedef struct {
+    uint64_t runtime, code_type, version;
+    uint64_t first_load; /* p_vaddr of the PT_LOAD with offset 0, page aligned */
+} ElfSyms;
+
+/* Looks the symbols up in an ELF file's .dynsym and .symtab. */
+static int elf_symbols(const char *path, ElfSyms *out) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
+        close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    const uint8_t *f = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (f == MAP_FAILED) return -1;
+    int found = -1;
+    const Elf64_Ehdr *eh = (const void *)f;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh->e_shoff == 0 || eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > size ||
+        eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > size)
+        goto done;
+    memset(out, 0, sizeof *out);
+    const Elf64_Phdr *ph = (const void *)(f + eh->e_phoff);
+    for (int i = 0; i < eh->e_phnum; i++) {
+        if (ph[i].p_type == PT_LOAD) {
+            out->first_load = (ph[i].p_vaddr - ph[i].p_offset) & ~(uint64_t)(LL_PAGE - 1);
+            break;
+        }
+    }
+    const Elf64_Shdr *sh = (const void *)(f + eh->e_shoff);
+    for (int i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_type != SHT_DYNSYM && sh[i].sh_type != SHT_SYMTAB) continue;
+        if (sh[i].sh_link >= eh->e_shnum) continue;
+        const Elf64_Shdr *strs = &sh[sh[i].sh_link];
+        if (sh[i].sh_offset + sh[i].sh_size > size || strs->sh_offset + strs->sh_size > size)
+            continue;
+        const Elf64_Sym *sym = (const void *)(f + sh[i].sh_offset);
+        size_t nsym = sh[i].sh_size / sizeof(Elf64_Sym);
+        const char *names = (const char *)(f + strs->sh_offset);
+        for (size_t k = 0; k < nsym; k++) {
+            if (sym[k].st_name >= strs->sh_size || sym[k].st_value == 0) continue;
+            const char *nm = names + sym[k].st_name;
+            size_t left = strs->sh_size - sym[k].st_name;
+            if (strnlen(nm, left) == left) continue;
+            if (!strcmp(nm, "_PyRuntime")) out->runtime = sym[k].st_value;
+            else if (!strcmp(nm, "PyCode_Type")) out->code_type = sym[k].st_value;
+            else if (!strcmp(nm, "Py_Version")) out->version = sym[k].st_value;
+        }
+    }
+    found = out->runtime && out->code_type ? 0 : -1;
+done:
+    munmap((void *)f, size);
+    return found;
+}
+
+/* "python3.12", "libpython3.10.so.1.0" -> 12 (and *major = 3); 0 if the name says nothing. */
+static int version_from_name(const char *path, int *major) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *p = strstr(base, "python");
+    if (!p) return -1;
+    p += 6;
+    if (p[0] < '0' || p[0] > '9' || p[1] != '.') return 0;
+    *major = p[0] - '0';
+    return atoi(p + 2);
+}
+
+const LLLayout *ll_layout(int minor) {
+    for (size_t i = 0; i < sizeof ll_layouts / sizeof ll_layouts[0]; i++)
+        if (ll_layouts[i].minor == minor) return &ll_layouts[i];
+    return NULL;
+}
+
+int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
+    memset(info, 0, sizeof *info);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *maps = fopen(path, "re");
+    if (!maps) {
+        int e = errno;
+        if (e == ENOENT || e == ESRCH) {
+            say(why, whylen, "no such process: %s%ld", "", (long)pid);
+            return LL_E_NOPROC;
+        }
+        say(why, whylen,
+            "not permitted to read process %s%ld: reading another user's process needs "
+            "root or CAP_SYS_PTRACE",
+            "", (long)pid);
+        return LL_E_PERM;
+    }
+    char line[4600];
+    char seen[8][4096];
+    int nseen = 0, name_major = 0, name_minor = 0;
+    int rc = LL_E_NOTPY;
+    while (fgets(line, sizeof line, maps)) {
+        unsigned long start, end, offset;
+        char perms[8];
+        int name_at = 0;
+        if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &start, &end, perms, &offset, &name_at) <
+                4 ||
+            !name_at)
+            continue;
+        char *file = line + name_at;
+        file[strcspn(file, "\n")] = 0;
+        if (file[0] != '/' || offset != 0) continue;
+        const char *base = strrchr(file, '/') + 1;
+        if (strncmp(base, "python", 6) != 0 && strncmp(base, "libpython", 9) != 0) continue;
+        int dup = 0;
+        for (int i = 0; i < nseen; i++) dup |= !strcmp(seen[i], file);
+        if (dup || nseen >= 8 || strlen(file) >= sizeof seen[0]) continue;
+        strcpy(seen[nseen++], file);
+        int maj = 0, mn = version_from_name(file, &maj);
+        if (mn > 0 && !name_minor) {
+            name_major = maj;
+            name_minor = mn;
+        }
+        ElfSyms sy;
+        char rooted[4200];
+        snprintf(rooted, sizeof rooted, "/proc/%d/root%s", (int)pid, file);
+        if (elf_symbols(rooted, &sy) != 0 && elf_symbols(file, &sy) != 0) continue;
+        uint64_t bias = start - sy.first_load;
+        info->runtime = bias + sy.runtime;
+        info->code_type = bias + sy.code_type;
+        snprintf(info->path, sizeof info->path, "%s", file);
+        info->minor = mn > 0 ? mn : 0;
+        if (sy.version) {
+            uint64_t hex = 0;
+            int err = ll_mem_read_raw(pid, bias + sy.version, &hex, sizeof hex);
+            if (err == EPERM || err == EACCES) {
+                rc = LL_E_PERM;
+                break;
+            }
+            if (!err) {
+                info->minor = (int)((hex >> 16) & 0xFF);
+                name_major = (int)((hex >> 24) & 0xFF);
+            }
+        }
+        rc = 0;
+        break;
+    }
+    fclose(maps);
+    if (rc == LL_E_PERM) {
+        say(why, whylen,
+            "not permitted to read the memory of process %s%ld: needs ptrace permission "
+            "(the same user with kernel.yama.ptrace_scope 0, or root/CAP_SYS_PTRACE)",
+            "", (long)pid);
+        return rc;
+    }
+    if (rc != 0) {
+        if (name_minor) {
+            char v[32];
+            snprintf(v, sizeof v, "%d.%d", name_major, name_minor);
+            if (why && whylen)
+                snprintf(why, whylen,
+                         "process %ld runs Python %s, which leadline does not support "
+                         "(3.10 to 3.13)",
+                         (long)pid, v);
+            return LL_E_VERSION;
+        }
+        say(why, whylen, "process %s%ld is not a Python process (no libpython or python "
+            "executable with _PyRuntime is mapped)", "", (long)pid);
+        return LL_E_NOTPY;
+    }
+    if (name_major && name_major != 3) info->minor = 0;
+    if (!ll_layout(info->minor) || (name_major && name_major != 3)) {
+        if (why && whylen)
+            snprintf(why, whylen,
+                     "process %ld runs Python %d.%d, which leadline does not support "
+                     "(3.10 to 3.13)",
+                     (long)pid, name_major ? name_major : 3, name_minor ? name_minor : info->minor);
+        return LL_E_VERSION;
+    }
+    uint64_t probe;
+    int err = ll_mem_read_raw(pid, info->runtime, &probe, sizeof probe);
+    if (err == EPERM || err == EACCES) {
+        say(why, whylen,
+            "not permitted to read the memory of process %s%ld: needs ptrace permission "
+            "(the same user with kernel.yama.ptrace_scope 0, or root/CAP_SYS_PTRACE)",
+            "", (long)pid);
+        return LL_E_PERM;
+    }
+    if (err == ESRCH) {
+        say(why, whylen, "no such process: %s%ld", "", (long)pid);
+        return LL_E_NOPROC;
+    }
+    return 0;
+}
+
+/* glibc keeps a thread's kernel id inside its struct pthread, whose address is the pthread_t
+ * that CPython stores as thread_id.  Python 3.10 has no native_thread_id, so the sampler finds
+ * the tid there, at the offset measured once in this process (same C library). */
+int ll_pthread_tid_offset(void) {
+    static int offset = -2;
+    if (offset != -2) return offset;
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    const pid_t *p = (const pid_t *)(uintptr_t)pthread_self();
+    offset = -1;
+    for (int i = 0; i < 1024; i++) {
+        if (p[i] == tid) {
+            offset = i * (int)sizeof(pid_t);
+            break;
+        }
+    }
+    return offset;
+}

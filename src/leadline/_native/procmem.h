@@ -1,0 +1,55 @@
+/* Reading a CPython process's interpreter state without its GIL (procmem.c). */
+#ifndef LEADLINE_PROCMEM_H
+#define LEADLINE_PROCMEM_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "layouts.h"
+
+#define LL_PAGE 4096
+#define LL_PAGE_SLOTS 64
+
+typedef struct {
+    uint64_t page;
+    uint32_t gen; /* valid while equal to LLMem.gen */
+    uint8_t data[LL_PAGE];
+} LLPageSlot;
+
+typedef struct {
+    pid_t pid;
+    uint32_t gen;
+    uint64_t reads; /* system calls made */
+    LLPageSlot *slots;
+} LLMem;
+
+int ll_mem_init(LLMem *m, pid_t pid);
+void ll_mem_free(LLMem *m);
+void ll_mem_forget(LLMem *m); /* the cached pages are stale from now on */
+int ll_mem_read(LLMem *m, uint64_t addr, void *buf, size_t n);      /* 0 or an errno */
+int ll_mem_read_raw(pid_t pid, uint64_t addr, void *buf, size_t n); /* uncached */
+
+/* A str object's text as UTF-8 (NUL-terminated); its length, or -1. */
+long ll_read_str(LLMem *m, const LLLayout *L, uint64_t addr, char *out, size_t cap);
+
+typedef struct {
+    long offset; /* code units */
+    long line;
+} LLLinePoint;
+size_t ll_decode_linetable(int minor, long firstline, const uint8_t *t, size_t n,
+                           LLLinePoint *out, size_t cap);
+
+enum { LL_E_NOPROC = 1, LL_E_PERM = 2, LL_E_NOTPY = 3, LL_E_VERSION = 4 };
+typedef struct {
+    int minor;
+    uint64_t runtime;   /* address of _PyRuntime */
+    uint64_t code_type; /* address of PyCode_Type */
+    char path[4096];    /* the file that holds them */
+} LLPyInfo;
+int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen); /* 0 or LL_E_* */
+const LLLayout *ll_layout(int minor);
+int ll_pthread_tid_offset(void); /* -1 if unknown */
+
+#endif

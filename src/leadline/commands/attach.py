@@ -1,0 +1,49 @@
+"""`leadline attach PID [--duration S]`: sample a running Python process from outside.
+
+Nothing is injected into the target and it is never stopped: its memory is read with
+process_vm_readv, which needs ptrace permission over it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from ..errors import LeadlineError
+from ..profiler import attach
+from .run import add_sampling_arguments, options_from, summarise
+
+
+def _pid(text: str) -> int:
+    try:
+        pid = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}") from None
+    if pid <= 0:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}")
+    return pid
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "attach",
+        help="sample a running Python process (3.10-3.13) without stopping it",
+        description="Sample the Python stacks of all threads of a running process until it "
+        "exits, --duration passes, or Ctrl-C.  Needs ptrace permission over the process.",
+    )
+    p.add_argument("pid", type=_pid, help="the process id")
+    p.add_argument(
+        "-d", "--duration", type=float, default=None, metavar="S", help="stop after S seconds"
+    )
+    add_sampling_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.pid == os.getpid():
+        raise LeadlineError("cannot attach to leadline itself; use `leadline run`")
+    if args.duration is not None and args.duration <= 0:
+        raise LeadlineError("--duration must be positive")
+    result = attach(args.pid, args.output, options_from(args), args.duration)
+    summarise(result, args.quiet)
+    return 0

@@ -1,0 +1,209 @@
+"""Sampling profiles: `leadline.profile()`, `leadline run` and `leadline attach`.
+
+The native Sampler reads the stacks of every thread of a process at a set rate from its own
+thread, without the GIL (``_native/sampler.c``).  In-process (``profile()``, ``run``) it reads
+its own process; ``attach`` points it at another one.  Either way the capture has the same
+SAMPLES records (docs/format.md), read by ``sampling.load_profile``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from . import _native
+from .errors import LeadlineError
+from .tracer import Recorder, capture_meta, default_output
+
+MAX_RATE = 20_000
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    rate_hz: float = 100.0
+    mode: str = "wall"  # "wall" or "cpu"
+    memory: bool = False
+    subprocesses: bool = False
+    max_depth: int = 8192
+
+    def validate(self) -> None:
+        if not 1 <= self.rate_hz <= MAX_RATE:
+            raise LeadlineError(f"--rate must be between 1 and {MAX_RATE} Hz")
+        if self.mode not in ("wall", "cpu"):
+            raise LeadlineError("--mode must be wall or cpu")
+        if self.max_depth < 1:
+            raise LeadlineError("--max-depth must be positive")
+
+
+@dataclass
+class ProfileResult:
+    path: Path
+    ticks: int
+    samples: int
+    missed: int
+    torn: int
+    bytes_written: int
+    write_error: str | None
+    seconds: float
+    sampler_cpu_ns: int
+
+
+def _sampler(fd: int, meta: bytes, pid: int, o: ProfileOptions) -> Any:
+    return _native.Sampler(
+        fd,
+        meta,
+        pid,
+        float(o.rate_hz),
+        cpu=o.mode == "cpu",
+        memory=o.memory,
+        subprocesses=o.subprocesses,
+        max_depth=o.max_depth,
+    )
+
+
+def _end_fields(counters: dict[str, Any]) -> dict[str, Any]:
+    keys = ("ticks", "samples", "missed", "torn", "retried", "truncated", "sampler_cpu_ns")
+    return {k: counters[k] for k in keys}
+
+
+def _result(path: Path, counters: dict[str, Any], written: dict[str, Any], secs: float) -> Any:
+    return ProfileResult(
+        path=path,
+        ticks=counters["ticks"],
+        samples=counters["samples"],
+        missed=counters["missed"],
+        torn=counters["torn"],
+        bytes_written=written["bytes_written"],
+        write_error=written["write_error"],
+        seconds=secs,
+        sampler_cpu_ns=counters["sampler_cpu_ns"],
+    )
+
+
+class Profiler(Recorder):
+    """Samples this process's threads.  Use `leadline.profile(...)` or `leadline run`."""
+
+    mode = "sample"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        options: ProfileOptions | None = None,
+        argv: list[str] | None = None,
+    ) -> None:
+        super().__init__(path, argv)
+        self.options = options or ProfileOptions()
+        self.options.validate()
+        self.result: ProfileResult | None = None
+
+    def _options(self) -> dict[str, Any]:
+        return asdict(self.options)
+
+    def _begin(self, fd: int, meta: bytes) -> Any:
+        return _sampler(fd, meta, os.getpid(), self.options)
+
+    def _end_fields(self, counters: dict[str, Any]) -> dict[str, Any]:
+        return _end_fields(counters)
+
+    def _before_fork(self) -> None:
+        self._native.before_fork()
+
+    def _after_fork_in_parent(self) -> None:
+        self._native.resume()
+
+    def start(self) -> Profiler:
+        self._start()
+        return self
+
+    def stop(self) -> ProfileResult:
+        if self.result is None:
+            rec = self._stop()
+            written = {
+                "bytes_written": rec.bytes_written,
+                "write_error": rec.write_error,
+            }
+            self.result = _result(self.path, rec.counters, written, rec.seconds)
+        return self.result
+
+    def __enter__(self) -> Profiler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def profile(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    rate: float = 100.0,
+    mode: str = "wall",
+    memory: bool = False,
+) -> Profiler:
+    """Sample every thread's stack inside a ``with`` block::
+
+    with leadline.profile("run.lead", rate=1000):
+        work()
+    """
+    return Profiler(path, ProfileOptions(rate_hz=rate, mode=mode, memory=memory))
+
+
+def attach(
+    pid: int,
+    path: str | os.PathLike[str] | None,
+    options: ProfileOptions,
+    duration: float | None,
+) -> ProfileResult:
+    """Sample another, running process until it exits, `duration` passes, or Ctrl-C."""
+    options.validate()
+    try:
+        info = _native.inspect_process(pid)
+    except (ProcessLookupError, PermissionError, ValueError) as e:
+        raise LeadlineError(str(e)) from None
+    argv = _cmdline(pid)
+    out = Path(path) if path is not None else default_output(Path(argv[0]).name or "pid", "attach")
+    try:
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise LeadlineError(f"cannot write {out}: {e.strerror}") from None
+    meta = capture_meta(
+        "sample",
+        argv,
+        asdict(options),
+        python_version=f"3.{info['minor']}",
+        implementation="cpython",
+        pid=pid,
+        attached=True,
+    )
+    try:
+        sampler = _sampler(fd, json.dumps(meta).encode(), pid, options)
+    except (ProcessLookupError, PermissionError, ValueError, RuntimeError) as e:
+        os.close(fd)
+        raise LeadlineError(str(e)) from None
+    started = time.perf_counter()
+    deadline = started + duration if duration else None
+    try:
+        while sampler.running() and (deadline is None or time.perf_counter() < deadline):
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        pass
+    counters = sampler.finish()
+    end = {
+        "t_end": counters["t_end"],
+        "tick_ns": counters["tick_ns"],
+        **_end_fields(counters),
+        "stop_unix_ns": time.time_ns(),
+    }
+    written = sampler.close(json.dumps(end).encode())
+    return _result(out, counters, written, time.perf_counter() - started)  # type: ignore[no-any-return]
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return [str(pid)]
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a] or [str(pid)]
