@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -75,3 +76,38 @@ def traced(
     cap = tmp_path / "out.lead"
     r = leadline("trace", "-o", cap, *opts, script, cwd=tmp_path)
     return r, cap
+
+
+def find_python(version: str) -> str | None:
+    """The path of an installed `python<version>` (e.g. "3.12", "2.7"), or None."""
+    if version == "%d.%d" % sys.version_info[:2]:
+        return sys.executable
+    candidates = []
+    try:
+        bare = subprocess.run(
+            ["pyenv", "versions", "--bare"], capture_output=True, text=True, timeout=30
+        ).stdout.split()
+        for v in bare:
+            if v == version or v.startswith(version + "."):
+                prefix = subprocess.run(
+                    ["pyenv", "prefix", v], capture_output=True, text=True, timeout=30
+                ).stdout.strip()
+                candidates.append(os.path.join(prefix, "bin", f"python{version}"))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    found = shutil.which(f"python{version}")
+    if found:
+        candidates.append(found)
+    for exe in candidates:
+        try:
+            ok = subprocess.run(
+                [exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if ok.returncode == 0 and ok.stdout.strip() == version:
+            return exe
+    return None

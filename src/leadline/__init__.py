@@ -5,19 +5,27 @@ with leadline.trace("run.lead"):        # every call, with time and memory
 
 @leadline.traced("f.lead")               # the same, around each call of a function
 def f(): ...
+
+with leadline.profile("run.lead"):      # sample every thread's stack at 100 Hz
+    work()
 """
 
 __version__ = "0.1.0"
 
 from .errors import LeadlineError
+from .profiler import ProfileOptions, Profiler, ProfileResult, profile
 from .tracer import TraceOptions, Tracer, TraceResult, trace, traced
 
 __all__ = [
     "LeadlineError",
+    "ProfileOptions",
+    "ProfileResult",
+    "Profiler",
     "TraceOptions",
     "TraceResult",
     "Tracer",
     "__version__",
+    "profile",
     "trace",
     "traced",
 ]

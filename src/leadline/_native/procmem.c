@@ -7,7 +7,9 @@
  * ELF symbol table gives the addresses of _PyRuntime and PyCode_Type, and the version comes from
  * the Py_Version symbol (3.11+) or the file name (3.10).  Field offsets per version come from
  * layouts.h, generated from each CPython's own headers. */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
 #include "procmem.h"
 
 #include <elf.h>
@@ -233,6 +235,11 @@ size_t ll_decode_linetable(int minor, long firstline, const uint8_t *t, size_t n
 
 /* ---- finding the interpreter ---- */
 
+#define LL_PERM_MESSAGE                                                                     \
+    "not permitted to read process %s%ld: reading another process's memory needs ptrace "  \
+    "access to it (the same user and a dumpable process, with kernel.yama.ptrace_scope 0 " \
+    "if Yama is on; or root with CAP_SYS_PTRACE)"
+
 static void say(char *why, size_t n, const char *fmt, const char *a, long b) {
     if (why && n) snprintf(why, n, fmt, a, b);
 }
@@ -324,10 +331,7 @@ int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
             say(why, whylen, "no such process: %s%ld", "", (long)pid);
             return LL_E_NOPROC;
         }
-        say(why, whylen,
-            "not permitted to read process %s%ld: reading another user's process needs "
-            "root or CAP_SYS_PTRACE",
-            "", (long)pid);
+        say(why, whylen, LL_PERM_MESSAGE, "", (long)pid);
         return LL_E_PERM;
     }
     char line[4600];
@@ -382,10 +386,7 @@ int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
     }
     fclose(maps);
     if (rc == LL_E_PERM) {
-        say(why, whylen,
-            "not permitted to read the memory of process %s%ld: needs ptrace permission "
-            "(the same user with kernel.yama.ptrace_scope 0, or root/CAP_SYS_PTRACE)",
-            "", (long)pid);
+        say(why, whylen, LL_PERM_MESSAGE, "", (long)pid);
         return rc;
     }
     if (rc != 0) {
@@ -415,10 +416,7 @@ int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
     uint64_t probe;
     int err = ll_mem_read_raw(pid, info->runtime, &probe, sizeof probe);
     if (err == EPERM || err == EACCES) {
-        say(why, whylen,
-            "not permitted to read the memory of process %s%ld: needs ptrace permission "
-            "(the same user with kernel.yama.ptrace_scope 0, or root/CAP_SYS_PTRACE)",
-            "", (long)pid);
+        say(why, whylen, LL_PERM_MESSAGE, "", (long)pid);
         return LL_E_PERM;
     }
     if (err == ESRCH) {

@@ -10,7 +10,9 @@
  * Output (docs/format.md): functions as FUNCS records (the tracer's layout), stacks as STACKS
  * records (parent stack, function, instruction offset), threads as TASKS records, samples as
  * SAMPLES chunks.  Lines are resolved from the offsets when the capture is read. */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -42,8 +44,10 @@ typedef struct {
     uint64_t ident; /* the thread's pthread_t, as CPython stores it */
     pid_t tid;
     uint32_t serial;
-    int fd; /* /proc/PID/task/TID/schedstat, or -1 */
-    uint64_t cpu_ns, wall_ns;
+    int fd;      /* /proc/PID/task/TID/schedstat, or -1 */
+    int stat_fd; /* /proc/PID/task/TID/stat (its state: running or not), or -1 */
+    int clock;   /* the thread's CPU clock can be read (same process) */
+    uint64_t cpu_ns;
     uint64_t seen; /* tick it was last seen in */
 } ThreadSlot;
 
@@ -112,7 +116,10 @@ typedef struct {
     int finished, closed, fork_pending, active;
 } Sampler;
 
-static Sampler *active_sampler; /* the in-process sampler, for fork(); under ll_global_lock */
+/* The in-process sampler, for fork().  Its own lock: the tracer's fork handlers hold
+ * ll_global_lock from prepare to parent/child, and both sets of handlers run in one fork(). */
+static pthread_mutex_t sampler_lock = PTHREAD_MUTEX_INITIALIZER;
+static Sampler *active_sampler;
 
 /* ---- interning ---- */
 
@@ -313,12 +320,31 @@ static uint32_t code_func(Sampler *S, Target *T, uint64_t code, int64_t *units) 
 
 /* ---- threads ---- */
 
-static uint64_t read_cpu_ns(int fd) {
+/* CPU time a thread has used.  A thread of this process has a precise CPU clock; for another
+ * process's thread the kernel only offers schedstat, updated at scheduler ticks and switches. */
+static uint64_t read_cpu_ns(const ThreadSlot *t) {
+    if (t->clock) {
+        struct timespec ts;
+        clockid_t id = (clockid_t)((~(unsigned)t->tid << 3) | 6); /* thread, CPUCLOCK_SCHED */
+        if (clock_gettime(id, &ts) == 0)
+            return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    }
     char buf[96];
-    ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
+    ssize_t n = t->fd >= 0 ? pread(t->fd, buf, sizeof buf - 1, 0) : -1;
     if (n <= 0) return 0;
     buf[n] = 0;
     return strtoull(buf, NULL, 10);
+}
+
+/* Is the thread on a CPU (or waiting for one)?  'R' in /proc/.../stat; -1 if unknown.  A thread
+ * blocked in a system call, a sleep, or waiting for the GIL is idle. */
+static int is_running(const ThreadSlot *t) {
+    char buf[512];
+    ssize_t n = t->stat_fd >= 0 ? pread(t->stat_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' ? p[2] == 'R' : -1;
 }
 
 static ThreadSlot *thread_slot(Sampler *S, Target *T, uint64_t ident, pid_t tid, uint64_t now) {
@@ -336,10 +362,15 @@ static ThreadSlot *thread_slot(Sampler *S, Target *T, uint64_t ident, pid_t tid,
     t->ident = ident;
     t->tid = tid;
     t->serial = ++S->next_serial;
-    t->fd = -1;
+    t->fd = t->stat_fd = -1;
+    t->clock = tid > 0 && T->pid == getpid();
     if (tid > 0) {
-        snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)T->pid, (int)tid);
-        t->fd = open(path, O_RDONLY | O_CLOEXEC);
+        snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)T->pid, (int)tid);
+        t->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (!t->clock) {
+            snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)T->pid, (int)tid);
+            t->fd = open(path, O_RDONLY | O_CLOEXEC);
+        }
         snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)T->pid, (int)tid);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
@@ -350,8 +381,7 @@ static ThreadSlot *thread_slot(Sampler *S, Target *T, uint64_t ident, pid_t tid,
         }
     }
     if (tid == T->pid) strcpy(name, "MainThread");
-    t->cpu_ns = read_cpu_ns(t->fd);
-    t->wall_ns = now;
+    t->cpu_ns = read_cpu_ns(t);
     uint32_t nid = name[0] ? intern_str(S, name, strlen(name)) : 0;
     uint8_t rec[64], *p = rec;
     p = ll_put_varint(p, t->serial);
@@ -371,6 +401,7 @@ static void forget_threads(Sampler *S, Target *T) {
         ThreadSlot *t = &T->threads[i];
         if (t->seen + 64 < S->ticks) {
             if (t->fd >= 0) close(t->fd);
+            if (t->stat_fd >= 0) close(t->stat_fd);
             continue;
         }
         T->threads[k++] = *t;
@@ -515,6 +546,15 @@ static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
         uint64_t next = rd64(ts, L->tstate_next);
         if (!slot) break;
         slot->seen = S->ticks;
+        uint64_t cpu_now = read_cpu_ns(slot);
+        uint64_t cpu = cpu_now > slot->cpu_ns ? cpu_now - slot->cpu_ns : 0;
+        slot->cpu_ns = cpu_now;
+        int running = is_running(slot);
+        uint8_t flags = running == 0 ? SF_IDLE : 0;
+        if (S->cpu_mode && running == 0 && cpu == 0) {
+            tstate = next; /* CPU mode: only threads that ran */
+            continue;
+        }
         int n = 0, truncated = 0, status = WALK_TORN;
         for (int attempt = 0; attempt < 2 && status != WALK_OK; attempt++) {
             if (attempt) {
@@ -536,13 +576,7 @@ static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
             stack = intern_stack(S, stack, S->frames[i].func, S->frames[i].off);
             if (!stack) break;
         }
-        uint64_t cpu_now = read_cpu_ns(slot->fd);
-        uint64_t cpu = cpu_now > slot->cpu_ns ? cpu_now - slot->cpu_ns : 0;
-        uint64_t wall = now - slot->wall_ns;
-        slot->cpu_ns = cpu_now;
-        slot->wall_ns = now;
-        uint8_t flags = truncated ? SF_TRUNCATED : 0;
-        if (slot->fd >= 0 && wall > 0 && cpu * 10 < wall) flags |= SF_IDLE;
+        if (truncated) flags |= SF_TRUNCATED;
         if (truncated) S->truncated++;
         S->pending[np++] = (Pending){slot, stack, flags, cpu, 0};
     }
@@ -570,10 +604,7 @@ static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
             }
         }
     }
-    for (int i = 0; i < np; i++) {
-        if (S->cpu_mode && S->pending[i].cpu == 0) continue;
-        emit(S, t, &S->pending[i], now);
-    }
+    for (int i = 0; i < np; i++) emit(S, t, &S->pending[i], now);
     if ((S->ticks & 127) == 0) forget_threads(S, T);
 }
 
@@ -603,8 +634,10 @@ static int add_target(Sampler *S, pid_t pid, const LLPyInfo *info) {
 }
 
 static void close_target(Target *T) {
-    for (int i = 0; i < T->nthreads; i++)
+    for (int i = 0; i < T->nthreads; i++) {
         if (T->threads[i].fd >= 0) close(T->threads[i].fd);
+        if (T->threads[i].stat_fd >= 0) close(T->threads[i].stat_fd);
+    }
     if (T->statm_fd >= 0) close(T->statm_fd);
     free(T->threads);
     free(T->codes);
@@ -745,7 +778,7 @@ static void stop_thread(Sampler *S) {
  * after-fork hook (os.fork() counts threads before running it, and 3.12+ warns about
  * multi-threaded forks), or at once when the fork did not come through os.fork(). */
 static void atfork_prepare(void) {
-    pthread_mutex_lock(&ll_global_lock);
+    pthread_mutex_lock(&sampler_lock);
     Sampler *S = active_sampler;
     if (S && S->active && S->thread_started) {
         stop_thread(S);
@@ -760,7 +793,7 @@ static void atfork_parent(void) {
         start_thread(S);
         S->active = 1;
     }
-    pthread_mutex_unlock(&ll_global_lock);
+    pthread_mutex_unlock(&sampler_lock);
 }
 static void atfork_child(void) {
     Sampler *S = active_sampler;
@@ -777,7 +810,7 @@ static void atfork_child(void) {
         pthread_cond_init(&S->cv, NULL);
         active_sampler = NULL;
     }
-    pthread_mutex_unlock(&ll_global_lock);
+    pthread_mutex_unlock(&sampler_lock);
 }
 
 int ll_sampler_init(void) {
@@ -888,10 +921,10 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     }
     ll_writer_put(&S->w, LL_CHUNK_META, meta.buf, (size_t)meta.len);
     PyBuffer_Release(&meta);
-    pthread_mutex_lock(&ll_global_lock);
+    pthread_mutex_lock(&sampler_lock);
     if (S->in_process) {
         if (active_sampler) {
-            pthread_mutex_unlock(&ll_global_lock);
+            pthread_mutex_unlock(&sampler_lock);
             ll_writer_close(&S->w);
             S->closed = 1;
             Py_DECREF(S);
@@ -902,21 +935,21 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     }
     S->active = 1;
     start_thread(S);
-    pthread_mutex_unlock(&ll_global_lock);
+    pthread_mutex_unlock(&sampler_lock);
     return (PyObject *)S;
 }
 
 static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
     Sampler *S = (Sampler *)self;
     if (!S->finished) {
-        Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&ll_global_lock);
+        Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&sampler_lock);
         if (S->active == 2) { /* stopped between a fork and its resume */
             ll_writer_resume(&S->w);
         }
         stop_thread(S);
         if (active_sampler == S) active_sampler = NULL;
         S->active = 0;
-        pthread_mutex_unlock(&ll_global_lock);
+        pthread_mutex_unlock(&sampler_lock);
         Py_END_ALLOW_THREADS flush_chunk(S);
         S->t_end = ll_ticks();
         S->finished = 1;
@@ -966,14 +999,14 @@ static PyObject *sampler_before_fork(PyObject *self, PyObject *unused) {
 /* After os.fork() in the parent: start the threads joined for the fork. */
 static PyObject *sampler_resume(PyObject *self, PyObject *unused) {
     Sampler *S = (Sampler *)self;
-    pthread_mutex_lock(&ll_global_lock);
+    pthread_mutex_lock(&sampler_lock);
     S->fork_pending = 0;
     if (S->active == 2) {
         ll_writer_resume(&S->w);
         start_thread(S);
         S->active = 1;
     }
-    pthread_mutex_unlock(&ll_global_lock);
+    pthread_mutex_unlock(&sampler_lock);
     Py_RETURN_NONE;
 }
 
@@ -988,9 +1021,9 @@ static void sampler_dealloc(PyObject *self) {
     Sampler *S = (Sampler *)self;
     if (!S->closed && S->active) {
         stop_thread(S);
-        pthread_mutex_lock(&ll_global_lock);
+        pthread_mutex_lock(&sampler_lock);
         if (active_sampler == S) active_sampler = NULL;
-        pthread_mutex_unlock(&ll_global_lock);
+        pthread_mutex_unlock(&sampler_lock);
         flush_chunk(S);
         ll_writer_close(&S->w);
     }

@@ -53,8 +53,8 @@ def header_lines(p: SampleProfile, metric: Metric, idle: bool) -> list[str]:
 def _tree_lines(node: TreeNode, total: int, metric: Metric, depth: int, out: list[str]) -> None:
     for child in node.sorted_children():
         out.append(
-            f"{'  ' * depth}{fmt_weight(child.weight, metric):>10} {pct(child.weight, total):>8}"
-            f"  {child.name} ({child.file}:{child.line})"
+            f"{fmt_weight(child.weight, metric):>10} {pct(child.weight, total):>8}  "
+            f"{'  ' * depth}{child.name} ({child.file}:{child.line})"
         )
         if depth < 64:
             _tree_lines(child, total, metric, depth + 1, out)
@@ -82,7 +82,7 @@ def render_sample_text(p: SampleProfile, console: Console, options: RenderOption
             markup=False,
         )
         lines: list[str] = []
-        _tree_lines(tree, total, metric, 1, lines)
+        _tree_lines(tree, total, metric, 0, lines)
         for line in lines:
             console.print(line, markup=False, highlight=False)
         console.print()

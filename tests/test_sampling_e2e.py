@@ -1,0 +1,528 @@
+"""`leadline run`, `leadline attach` and `leadline.profile()`, end to end through the real CLI,
+asserting parsed values of the reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import find_python, leadline, report, write
+
+import leadline as ll
+from leadline import _native
+
+PY = sys.executable
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_profile(
+    tmp_path: Path, source: str, *opts: str, name: str = "prog.py"
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    script = write(tmp_path, name, source)
+    cap = tmp_path / "out.lead"
+    r = leadline("run", "-q", "-o", cap, *opts, script, cwd=tmp_path)
+    assert cap.exists(), r.stderr
+    return r, report(cap, tmp_path)
+
+
+def shares(data: dict[str, Any], key: str = "self_pct") -> dict[str, float]:
+    out: dict[str, float] = {}
+    for f in data["functions"]:
+        out[f["name"].rsplit(".", 1)[-1]] = out.get(f["name"].rsplit(".", 1)[-1], 0.0) + f[key]
+    return out
+
+
+BUSY = """
+    import os, sys, threading, time
+
+    def leaf(n):
+        s = 0
+        for i in range(n):
+            s += i
+        return s
+
+    def hot():
+        return leaf(40000)
+
+    def cold():
+        return leaf(10000)
+
+    def main(seconds):
+        t = time.time()
+        while time.time() - t < seconds:
+            hot()
+            cold()
+
+    def sleeper():
+        time.sleep(0.8)
+
+    th = threading.Thread(target=sleeper, name="schläfer")
+    th.start()
+    main(0.8)
+    th.join()
+    print("out: ünïcode")
+    print("err line", file=sys.stderr)
+    sys.exit(3)
+"""
+
+
+def test_run_profile_table_threads_and_behaviour(tmp_path: Path) -> None:
+    r, data = run_profile(tmp_path, BUSY, "--rate", "500")
+    assert r.returncode == 3
+    assert r.stdout == "out: ünïcode\n"
+    assert r.stderr == "err line\n"
+    assert data["kind"] == "sample" and data["mode"] == "wall"
+    assert data["rate_hz"] == 500
+    assert data["samples"] > 300
+    assert data["torn"] <= data["samples"] * 0.01
+    names = {t["name"] for t in data["threads"]}
+    assert {"MainThread", "schläfer"} <= names
+    s = shares(data)
+    assert s["leaf"] > 90.0
+    total = shares(data, "total_pct")
+    # hot does 4x cold's work.
+    assert 3.0 < total["hot"] / total["cold"] < 5.5
+    assert total["main"] > 95.0
+    # leadline's own launcher frames are cut from the stacks.
+    assert not any("leadline" in f["file"] for f in data["functions"]), data["functions"]
+    leaf = next(f for f in data["functions"] if f["name"] == "leaf")
+    lines = {int(k) for k in leaf["lines"]}
+    assert lines <= {5, 6, 7}, lines  # the loop's lines, not the def
+
+
+def call_tree_rows(out: str, title: str) -> list[tuple[int, int, str]]:
+    """(weight, depth, function name) of each line of a --callers/--callees tree."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    rows = []
+    for line in lines[start + 1 :]:
+        m = re.match(r"^\s*([\d,]+)\s+\(\s*[\d.]+%\)  ( *)(\S+) \(", line)
+        if not m:
+            break
+        rows.append((int(m.group(1).replace(",", "")), len(m.group(2)) // 2, m.group(3)))
+    return rows
+
+
+def test_run_text_table_and_callers(tmp_path: Path) -> None:
+    script = write(tmp_path, "prog.py", BUSY)
+    cap = tmp_path / "out.lead"
+    r = leadline("run", "-o", cap, "--rate", "300", script, cwd=tmp_path)
+    assert r.returncode == 3
+    # The summary after the program's own output: the table, then one line.
+    assert r.stderr.startswith("err line\n")
+    assert "TOTAL" in r.stderr and "SAMPLES" in r.stderr and "FRAME" in r.stderr
+    assert "Mode: wall (300 Hz)" in r.stderr
+    assert r.stderr.rstrip().splitlines()[-1].startswith("leadline: ")
+    out = leadline("report", cap, "--callers", "leaf", cwd=tmp_path, check=True).stdout
+    tree = call_tree_rows(out, "Callers of leaf")
+    assert tree[0][1:] == (0, "leaf")
+    callers = {name: weight for weight, depth, name in tree if depth == 1}
+    assert set(callers) == {"hot", "cold"}
+    assert callers["hot"] > 2.5 * callers["cold"]
+    assert tree[0][0] == callers["hot"] + callers["cold"]
+    out = leadline("report", cap, "--callees", "main", cwd=tmp_path, check=True).stdout
+    tree = call_tree_rows(out, "Callees of main")
+    assert tree[0][1:] == (0, "main")
+    assert {name for _, depth, name in tree if depth == 1} >= {"hot", "cold"}
+    assert {name for _, depth, name in tree if depth == 2} == {"leaf"}
+    bad = leadline("report", cap, "--callers", "nope_nothing", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert (
+        bad.stderr.strip() == "leadline: error: no function matching 'nope_nothing' in this profile"
+    )
+
+
+def test_cpu_mode_ignores_sleeping_threads(tmp_path: Path) -> None:
+    _, data = run_profile(tmp_path, BUSY, "--mode", "cpu", "--rate", "500")
+    assert data["mode"] == "cpu" and data["metric"] == "cpu"
+    names = {f["name"].rsplit(".", 1)[-1] for f in data["functions"]}
+    assert "sleeper" not in names
+    # Weights are CPU nanoseconds: about 0.8 s of the main thread's work.
+    assert 0.4e9 < data["total"] < 2.0e9
+    assert shares(data)["leaf"] > 90.0
+
+
+def test_deep_recursion_5000_frames(tmp_path: Path) -> None:
+    src = """
+        import sys, time
+        sys.setrecursionlimit(20000)
+        def down(n):
+            if n == 0:
+                t = time.time()
+                while time.time() - t < 0.5:
+                    pass
+                return 0
+            return down(n - 1) + 1
+        print(down(5000))
+    """
+    r, data = run_profile(tmp_path, src, "--rate", "200")
+    assert r.returncode == 0 and r.stdout == "5000\n"
+    depths = [len(s["frames"]) for s in data["stacks"]]
+    assert max(depths) >= 5001
+    down = next(f for f in data["functions"] if f["name"] == "down")
+    assert down["total_pct"] > 90.0
+
+
+def test_os_exit_keeps_the_capture(tmp_path: Path) -> None:
+    src = """
+        import os, time
+        def spin():
+            t = time.time()
+            while time.time() - t < 0.4:
+                pass
+        spin()
+        print("bye", flush=True)
+        os._exit(7)
+    """
+    r, data = run_profile(tmp_path, src, "--rate", "300")
+    assert r.returncode == 7 and r.stdout == "bye\n"
+    assert data["complete"] is True
+    assert shares(data, "total_pct")["spin"] > 80.0
+
+
+def test_fork_child_unchanged_and_parent_keeps_sampling(tmp_path: Path) -> None:
+    src = """
+        import os, time
+        def spin(s):
+            t = time.time()
+            while time.time() - t < s:
+                pass
+        spin(0.2)
+        pid = os.fork()
+        if pid == 0:
+            print("child")
+            os._exit(0)
+        os.waitpid(pid, 0)
+        spin(0.3)
+        print("parent")
+    """
+    r, data = run_profile(tmp_path, src, "--rate", "300")
+    assert r.returncode == 0
+    assert sorted(r.stdout.split()) == ["child", "parent"]
+    assert r.stderr == ""  # no multi-threaded fork warning on 3.12+
+    assert data["samples"] > 100  # sampling went on after the fork
+
+
+def test_subprocesses_are_followed(tmp_path: Path) -> None:
+    child = write(
+        tmp_path,
+        "child.py",
+        """
+        import time
+        def child_work():
+            t = time.time()
+            while time.time() - t < 0.8:
+                pass
+        child_work()
+        """,
+    )
+    src = f"""
+        import subprocess, sys, multiprocessing as mp, time
+        def mp_work():
+            t = time.time()
+            while time.time() - t < 0.8:
+                pass
+        if __name__ == "__main__":
+            subprocess.run([sys.executable, {str(child)!r}], check=True)
+            ctx = mp.get_context("fork")
+            p = ctx.Process(target=mp_work)
+            p.start()
+            p.join()
+            print("ok", p.exitcode)
+    """
+    r, data = run_profile(tmp_path, src, "--subprocesses", "--rate", "200")
+    assert r.stdout == "ok 0\n", r.stderr
+    pids = {t["pid"] for t in data["threads"]}
+    assert len(pids) >= 3
+    names = {f["name"] for f in data["functions"]}
+    assert {"child_work", "mp_work"} <= names
+
+
+def test_memory_mode_attributes_growth(tmp_path: Path) -> None:
+    src = """
+        import time
+        keep = []
+        def grow():
+            for _ in range(64):
+                keep.append(bytearray(1 << 20))
+                t = time.time()
+                while time.time() - t < 0.005:
+                    pass
+        def idle():
+            t = time.time()
+            while time.time() - t < 0.3:
+                pass
+        idle()
+        grow()
+        idle()
+    """
+    script = write(tmp_path, "prog.py", src)
+    cap = tmp_path / "out.lead"
+    leadline("run", "-q", "--memory", "--rate", "500", "-o", cap, script, cwd=tmp_path, check=True)
+    r = leadline("report", cap, "--json", cwd=tmp_path, check=True)
+    data = json.loads(r.stdout)
+    assert data["memory"] is True
+    growth: dict[str, int] = {}
+    for s in data["stacks"]:
+        for i in set(s["frames"]):
+            name = data["frames"][i]["name"]
+            growth[name] = growth.get(name, 0) + s["rss_bytes"]
+    assert growth["grow"] >= 0.9 * 64 * (1 << 20)
+    assert abs(growth.get("idle", 0)) < 0.1 * 64 * (1 << 20)
+    text = leadline("report", cap, "--metric", "memory", cwd=tmp_path, check=True).stdout
+    assert "RSS growth" in text and "grow (" in text
+
+
+def test_profile_api_context_manager(tmp_path: Path) -> None:
+    def work() -> int:
+        s = 0
+        t = time.time()
+        while time.time() - t < 0.3:
+            s += 1
+        return s
+
+    with ll.profile(tmp_path / "api.lead", rate=500) as p:
+        work()
+    assert p.result is not None and p.result.samples > 50
+    data = report(tmp_path / "api.lead", tmp_path)
+    assert shares(data, "total_pct")["work"] > 80.0
+
+
+# -- attach ---------------------------------------------------------------------
+
+
+def interpreter(version: str) -> str:
+    exe = find_python(version)
+    if exe is None:
+        pytest.skip(f"python{version} is not installed")
+    return exe
+
+
+TARGET = """
+import sys, threading, time
+def target_leaf():
+    s = 0
+    for i in range(2000):
+        s += i
+    return s
+def target_loop(stop):
+    while time.time() < stop:
+        target_leaf()
+stop = time.time() + float(sys.argv[1])
+print("ready", flush=True)
+target_loop(stop)
+"""
+
+
+@pytest.mark.parametrize("minor", [10, 11, 12, 13])
+def test_attach_to_independent_process(tmp_path: Path, minor: int) -> None:
+    exe = interpreter(f"3.{minor}")
+    script = tmp_path / "target.py"
+    script.write_text(TARGET)
+    proc = subprocess.Popen([exe, str(script), "30"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        cap = tmp_path / "att.lead"
+        r = leadline(
+            "attach", str(proc.pid), "--duration", "1", "--rate", "300", "-o", cap, cwd=tmp_path
+        )
+        assert r.returncode == 0, r.stderr
+        assert proc.poll() is None  # the target runs on
+        data = report(cap, tmp_path)
+        assert data["python_version"] == f"3.{minor}"
+        assert data["samples"] > 100
+        total = shares(data, "total_pct")
+        assert total["target_loop"] > 95.0 and total["target_leaf"] > 50.0
+        assert data["threads"][0]["name"] == "MainThread"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_attach_ends_when_the_target_exits(tmp_path: Path) -> None:
+    script = tmp_path / "target.py"
+    script.write_text(TARGET)
+    proc = subprocess.Popen([PY, str(script), "1"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    cap = tmp_path / "att.lead"
+    t = time.time()
+    r = leadline("attach", str(proc.pid), "-o", cap, "-q", cwd=tmp_path)
+    proc.wait()
+    assert r.returncode == 0 and time.time() - t < 10
+    assert report(cap, tmp_path)["samples"] > 20
+
+
+def error_of(r: subprocess.CompletedProcess[str]) -> str:
+    assert r.returncode == 2, r
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def test_attach_errors(tmp_path: Path) -> None:
+    # No such process: a child that has been reaped.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    msg = error_of(leadline("attach", str(gone.pid), cwd=tmp_path))
+    assert msg == f"leadline: error: no such process: {gone.pid}"
+    msg = error_of(leadline("attach", "abc", cwd=tmp_path))
+    assert "not a process id: 'abc'" in msg
+    # Not Python.
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        msg = error_of(leadline("attach", str(sleeper.pid), cwd=tmp_path))
+        assert msg == (
+            f"leadline: error: process {sleeper.pid} is not a Python process "
+            "(no libpython or python executable with _PyRuntime is mapped)"
+        )
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+@pytest.mark.parametrize("version", ["3.9", "2.7"])
+def test_attach_unsupported_python(tmp_path: Path, version: str) -> None:
+    exe = interpreter(version)
+    proc = subprocess.Popen(
+        [
+            exe,
+            "-c",
+            "import time, sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        msg = error_of(leadline("attach", str(proc.pid), cwd=tmp_path))
+        assert msg == (
+            f"leadline: error: process {proc.pid} runs Python {version}, which leadline does "
+            "not support (3.10 to 3.13)"
+        )
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_attach_not_permitted(tmp_path: Path) -> None:
+    """Without ptrace access (here: a non-dumpable target, and an attaching process without
+    CAP_SYS_PTRACE) attach says what is missing."""
+    target = subprocess.Popen(
+        [
+            PY,
+            "-c",
+            "import ctypes, sys, time; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); "
+            "print('ready', flush=True); time.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert target.stdout is not None and target.stdout.readline() == "ready\n"
+        cmd = [PY, "-m", "leadline", "attach", str(target.pid), "-o", str(tmp_path / "x.lead")]
+        if os.geteuid() == 0:
+            if shutil.which("setpriv") is None:
+                pytest.skip("needs setpriv to drop CAP_SYS_PTRACE")
+            cmd = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", *cmd]
+        env = {**os.environ, "NO_COLOR": "1"}
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+        msg = error_of(r)
+        assert msg.startswith(f"leadline: error: not permitted to read process {target.pid}:")
+        assert "ptrace" in msg and "CAP_SYS_PTRACE" in msg
+        assert not (tmp_path / "x.lead").exists()
+    finally:
+        target.kill()
+        target.wait()
+
+
+def test_attach_needs_positive_duration(tmp_path: Path) -> None:
+    msg = error_of(leadline("attach", str(os.getpid()), "--duration", "0", cwd=tmp_path))
+    assert msg == "leadline: error: --duration must be positive"
+
+
+def test_interrupted_attach_keeps_samples(tmp_path: Path) -> None:
+    script = tmp_path / "target.py"
+    script.write_text(TARGET)
+    proc = subprocess.Popen([PY, str(script), "30"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        cap = tmp_path / "att.lead"
+        att = subprocess.Popen(
+            [PY, "-m", "leadline", "attach", str(proc.pid), "-q", "-o", str(cap)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(1.0)
+        att.send_signal(signal.SIGINT)
+        att.wait(timeout=30)
+        assert att.returncode == 0
+        assert report(cap, tmp_path)["samples"] > 20
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+# -- internals, checked against CPython itself ----------------------------------------
+
+
+def test_layouts_match_this_python() -> None:
+    if shutil.which("gcc") is None:
+        pytest.skip("no C compiler")
+    r = subprocess.run(
+        [PY, str(ROOT / "tools" / "gen_layouts.py"), "--check"], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _all_code_objects() -> list[Any]:
+    import email.message
+    import json.decoder
+    import pathlib
+    import typing
+
+    todo = [m.__dict__ for m in (json.decoder, pathlib, typing, email.message, subprocess)]
+    seen: set[int] = set()
+    out = []
+    stack: list[Any] = []
+    for ns in todo:
+        for v in ns.values():
+            stack.append(getattr(v, "__code__", None))
+            for w in getattr(v, "__dict__", {}).values():
+                stack.append(getattr(w, "__code__", None))
+    while stack:
+        c = stack.pop()
+        if c is None or not hasattr(c, "co_lines") or id(c) in seen:
+            continue
+        seen.add(id(c))
+        out.append(c)
+        stack.extend(k for k in c.co_consts if hasattr(k, "co_lines"))
+    return out
+
+
+def test_line_tables_decode_like_co_lines() -> None:
+    codes = _all_code_objects()
+    assert len(codes) > 500
+    minor = sys.version_info[1]
+    for c in codes:
+        expect = []
+        prev_line = c.co_firstlineno
+        for start, _end, line in c.co_lines():
+            if line is None or line == prev_line:
+                continue
+            off = start // 2
+            if expect and expect[-1][0] == off:
+                expect[-1] = (off, line)
+            else:
+                expect.append((off, line))
+            prev_line = line
+        got = _native.line_table(minor, c.co_firstlineno, c.co_linetable)
+        assert got == expect, c
