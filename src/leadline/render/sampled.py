@@ -1,0 +1,25 @@
+"""What the exports of sampling captures share: the capture's SampleProfile, or a one-line
+refusal when the capture holds a trace instead."""
+
+from __future__ import annotations
+
+from ..capture import Capture
+from ..errors import LeadlineError
+from ..profile_model import SampleProfile
+from .base import Renderer
+
+
+class SampledExport(Renderer):
+    """A renderer of the profile folded from a sampling capture (`leadline run`)."""
+
+    def profile(self, cap: Capture) -> SampleProfile:
+        mode = cap.meta.get("mode")
+        if mode != "sample":
+            raise LeadlineError(
+                f"{self.name} export needs a sampling capture (leadline run); "
+                f"{cap.path} is a {mode or 'unknown'} capture"
+            )
+        from ..sampling import load_profile
+
+        profile: SampleProfile = load_profile(cap)
+        return profile
