@@ -29,7 +29,8 @@ demo: build
 
 test: build
 	@tools/ensure-chromium
-	cd tests && ../$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	@tools/ensure-speedscope-schema >/dev/null
+	cd tests && $(abspath $(BIN))/python -m pytest -q $(PYTEST_ARGS)
 
 lint: build
 	$(BIN)/ruff check src tests bench tools

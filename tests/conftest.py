@@ -80,7 +80,7 @@ def traced(
 
 def find_python(version: str) -> str | None:
     """The path of an installed `python<version>` (e.g. "3.12", "2.7"), or None."""
-    if version == "%d.%d" % sys.version_info[:2]:
+    if version == f"{sys.version_info[0]}.{sys.version_info[1]}":
         return sys.executable
     candidates = []
     try:

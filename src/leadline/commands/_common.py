@@ -7,7 +7,7 @@ import dataclasses
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -36,13 +36,29 @@ def progress_bar(total_bytes: int, label: str) -> Iterator[Progress_ | None]:
 
 
 @contextlib.contextmanager
-def open_output(path: str | None, binary: bool = False) -> Iterator[IO[str]]:
+def open_output(path: str | None, binary: bool = False) -> Iterator[IO[Any]]:
+    """Standard output for None or "-", else the file, text (UTF-8) or binary.  Binary output
+    is not written to a terminal; a file left half-written by an error is removed."""
     if path in (None, "-"):
-        yield sys.stdout
+        if not binary:
+            yield sys.stdout
+            return
+        if sys.stdout.isatty():
+            raise LeadlineError(
+                "binary output is not written to a terminal: use -o FILE or redirect stdout"
+            )
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
         return
+    target = Path(str(path))
     try:
-        with open(Path(str(path)), "w", encoding="utf-8") as f:
-            yield f
+        with open(target, "wb") if binary else open(target, "w", encoding="utf-8") as f:
+            try:
+                yield f
+            except BaseException:
+                f.close()
+                target.unlink(missing_ok=True)
+                raise
     except OSError as e:
         raise LeadlineError(f"cannot write {path}: {e.strerror}") from None
 
@@ -61,7 +77,7 @@ def render_capture(
             if stream is not None and output in (None, "-"):
                 renderer.render(cap, stream, opts)
             else:
-                with open_output(output) as out:
+                with open_output(output, renderer.binary) as out:
                     renderer.render(cap, out, opts)
         if cap.damage:
             print(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..profile_model import METRICS
 from ..render import RenderOptions, get_renderer
 from ..render.base import all_renderers
 from ._common import render_capture
@@ -14,7 +15,7 @@ def register(sub: Any) -> None:
     names = sorted(all_renderers())
     p = sub.add_parser(
         "export",
-        help="convert a capture (chrome trace, json, html, log)",
+        help=f"convert a capture ({', '.join(names)})",
         description="Formats: "
         + ", ".join(f"{n} ({cls.description})" for n, cls in sorted(all_renderers().items())),
     )
@@ -22,6 +23,13 @@ def register(sub: Any) -> None:
     p.add_argument("--format", required=True, choices=names)
     p.add_argument(
         "-o", "--output", help="output file (default: CAPTURE with the format's extension)"
+    )
+    p.add_argument(
+        "--metric",
+        default=None,
+        choices=METRICS,
+        help="weight of a sampling export with one weight: speedscope, collapsed "
+        "(default: samples in wall mode, cpu in cpu mode; pprof carries every sample type)",
     )
     p.set_defaults(func=run)
 
@@ -31,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     output = args.output or (
         str(args.capture).removesuffix(".lead") + f".{args.format}.{renderer.extension}"
     )
-    status = render_capture(args.capture, renderer, output, RenderOptions())
-    print(f"leadline: wrote {output}")
+    status = render_capture(args.capture, renderer, output, RenderOptions(metric=args.metric))
+    if output != "-":  # standard output holds the export itself
+        print(f"leadline: wrote {output}")
     return status

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import IO, ClassVar
+from typing import IO, Any, ClassVar
 
 from ..capture import Capture, Progress
 from ..errors import LeadlineError
@@ -37,11 +37,11 @@ class Renderer(ABC):
     name: ClassVar[str]
     extension: ClassVar[str]
     description: ClassVar[str]
-    binary: ClassVar[bool] = False
+    binary: ClassVar[bool] = False  # writes bytes: `out` is a binary stream, never a terminal
 
     @abstractmethod
-    def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
-        """Write the whole output for `cap` to `out`."""
+    def render(self, cap: Capture, out: IO[Any], options: RenderOptions) -> None:
+        """Write the whole output for `cap` to `out` (IO[str], or IO[bytes] when `binary`)."""
 
 
 REGISTRY: dict[str, type[Renderer]] = {}
@@ -53,7 +53,16 @@ def register(cls: type[Renderer]) -> type[Renderer]:
 
 
 def get_renderer(name: str) -> Renderer:
-    from . import chrome, html, json_report, log, text  # noqa: F401 - they register themselves
+    from . import (  # noqa: F401 - they register themselves
+        chrome,
+        collapsed,
+        html,
+        json_report,
+        log,
+        pprof,
+        speedscope,
+        text,
+    )
 
     cls = REGISTRY.get(name)
     if cls is None:

@@ -1,0 +1,333 @@
+"""Exports of a sampling profile for the tools people already use.
+
+Pure functions over a :class:`SampleProfile`, so each format is tested on profiles built by hand
+and checked by its real consumer (``go tool pprof``, speedscope's JSON schema, a folded-stack
+parser):
+
+- :func:`to_pprof`: gzip-compressed ``perftools.profiles.Profile`` protobuf, written by the small
+  encoder below (the format needs only varints and length-delimited fields, not a dependency).
+- :func:`to_speedscope`: speedscope's file format, one sampled profile per thread.
+- :func:`to_collapsed`: Brendan Gregg's folded stacks, ``outer;...;leaf weight`` per line.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterable, Iterator
+from typing import Any, Literal
+
+from . import __version__
+from .errors import LeadlineError
+from .profile_model import Metric, SampleProfile, Stack, Thread
+
+PprofMetric = Literal["samples", "cpu", "wall", "memory"]
+PPROF_METRICS: tuple[PprofMetric, ...] = ("samples", "cpu", "wall", "memory")
+
+# pprof's (type, unit) for each metric; "wall" is samples x the sampling period.
+PPROF_SAMPLE_TYPES: dict[PprofMetric, tuple[str, str]] = {
+    "samples": ("samples", "count"),
+    "cpu": ("cpu", "nanoseconds"),
+    "wall": ("wall", "nanoseconds"),
+    "memory": ("rss", "bytes"),
+}
+
+NO_FRAMES = "(no Python frames)"  # the folded line of a sample whose stack was empty
+SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
+SPEEDSCOPE_UNITS: dict[Metric, str] = {"samples": "none", "cpu": "nanoseconds", "memory": "bytes"}
+
+
+def _require_memory(profile: SampleProfile) -> None:
+    if not profile.memory:
+        raise LeadlineError("this profile has no memory weights (RSS was not recorded per sample)")
+
+
+def period_ns(profile: SampleProfile) -> int:
+    """The sampling period in nanoseconds (0 when the rate is unknown)."""
+    return round(1e9 / profile.rate_hz) if profile.rate_hz > 0 else 0
+
+
+def _thread_stacks(profile: SampleProfile) -> Iterator[tuple[Thread, list[Stack]]]:
+    """Each thread that has stacks, with its stacks: the profile's thread order first, then any
+    thread the stacks name but the thread table misses."""
+    by_thread: dict[int, list[Stack]] = {}
+    for stack in profile.stacks:
+        by_thread.setdefault(stack.thread, []).append(stack)
+    order = [t.serial for t in profile.threads if t.serial in by_thread]
+    known = set(order)
+    order += [s for s in by_thread if s not in known]
+    for serial in order:
+        yield profile.thread(serial), by_thread[serial]
+
+
+# -- pprof ----------------------------------------------------------------------------------
+# Field numbers of perftools.profiles (github.com/google/pprof, proto/profile.proto).
+_PROFILE_SAMPLE_TYPE, _PROFILE_SAMPLE, _PROFILE_MAPPING, _PROFILE_LOCATION = 1, 2, 3, 4
+_PROFILE_FUNCTION, _PROFILE_STRING_TABLE, _PROFILE_TIME_NANOS, _PROFILE_DURATION = 5, 6, 9, 10
+_PROFILE_PERIOD_TYPE, _PROFILE_PERIOD, _PROFILE_COMMENT, _PROFILE_DEFAULT_TYPE = 11, 12, 13, 14
+_VALUE_TYPE_TYPE, _VALUE_TYPE_UNIT = 1, 2
+_SAMPLE_LOCATION_ID, _SAMPLE_VALUE, _SAMPLE_LABEL = 1, 2, 3
+_LABEL_KEY, _LABEL_STR, _LABEL_NUM = 1, 2, 3
+_MAPPING_ID, _MAPPING_FILENAME = 1, 5
+_MAPPING_HAS_FUNCTIONS, _MAPPING_HAS_FILENAMES, _MAPPING_HAS_LINE_NUMBERS = 7, 8, 9
+_LOCATION_ID, _LOCATION_MAPPING_ID, _LOCATION_LINE = 1, 2, 4
+_LINE_FUNCTION_ID, _LINE_LINE = 1, 2
+_FUNCTION_ID, _FUNCTION_NAME, _FUNCTION_FILENAME, _FUNCTION_START_LINE = 1, 2, 4, 5
+
+_WIRE_VARINT, _WIRE_LEN = 0, 2
+_U64 = (1 << 64) - 1
+
+
+def _varint(value: int) -> bytes:
+    """Base-128 varint; a negative int64 is its 64-bit two's complement (ten bytes)."""
+    value &= _U64
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+class _Message:
+    """A protobuf message being written, field after field.  Scalars equal to zero are left
+    out, as proto3 does; repeated integers are packed."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def scalar(self, field: int, value: int) -> _Message:
+        if value:
+            self.data += _varint(field << 3 | _WIRE_VARINT)
+            self.data += _varint(value)
+        return self
+
+    def raw(self, field: int, payload: bytes | bytearray) -> _Message:
+        self.data += _varint(field << 3 | _WIRE_LEN)
+        self.data += _varint(len(payload))
+        self.data += payload
+        return self
+
+    def message(self, field: int, message: _Message) -> _Message:
+        return self.raw(field, message.data)
+
+    def packed(self, field: int, values: Iterable[int]) -> _Message:
+        payload = b"".join(map(_varint, values))
+        return self.raw(field, payload) if payload else self
+
+
+class _Strings:
+    """pprof's string table: every string once, referred to by index; "" is index 0."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {"": 0}
+
+    def __call__(self, text: str) -> int:
+        return self.index.setdefault(text, len(self.index))
+
+
+def _value_type(strings: _Strings, kind: str, unit: str) -> _Message:
+    return (
+        _Message().scalar(_VALUE_TYPE_TYPE, strings(kind)).scalar(_VALUE_TYPE_UNIT, strings(unit))
+    )
+
+
+def _label(key: int, text: int = 0, num: int = 0) -> _Message:
+    return _Message().scalar(_LABEL_KEY, key).scalar(_LABEL_STR, text).scalar(_LABEL_NUM, num)
+
+
+def to_pprof(profile: SampleProfile, metric_set: Iterable[PprofMetric] | None = None) -> bytes:
+    """The profile as a gzip-compressed pprof protobuf (``go tool pprof FILE`` reads it).
+
+    `metric_set` chooses the sample types; by default samples/count, cpu/nanoseconds,
+    wall/nanoseconds (samples x period) and, when the profile recorded RSS, rss/bytes.  One pprof
+    Sample per Stack, leaf first, labelled with its thread's name and pid; one Location per
+    (function, line).
+    """
+    wanted = set(metric_set) if metric_set is not None else set(PPROF_METRICS)
+    if metric_set is None and not profile.memory:
+        wanted.discard("memory")
+    if "memory" in wanted:
+        _require_memory(profile)
+    unknown = wanted - set(PPROF_METRICS)
+    if unknown or not wanted:
+        raise LeadlineError(f"pprof sample types are chosen among {', '.join(PPROF_METRICS)}")
+    metrics = [m for m in PPROF_METRICS if m in wanted]
+    period = period_ns(profile)
+
+    strings = _Strings()
+    out = _Message()
+    for metric in metrics:
+        out.message(_PROFILE_SAMPLE_TYPE, _value_type(strings, *PPROF_SAMPLE_TYPES[metric]))
+
+    functions: dict[tuple[str, str, int], int] = {}
+    locations: dict[tuple[int, int], int] = {}
+    # Each frame's location id, already varint-encoded: a stack is the join of its frames'.
+    location_of_frame: list[bytes] = [b""] * len(profile.frames)
+    body = _Message()  # locations and functions, appended after the samples
+
+    def location(frame_index: int) -> bytes:
+        frame = profile.frames[frame_index]
+        fkey = (frame.name, frame.file, frame.func_line)
+        fid = functions.get(fkey)
+        if fid is None:
+            fid = functions[fkey] = len(functions) + 1
+            # No system_name: pprof "demangles" a function whose system name equals its name,
+            # as C++, which turns Python's "<module>" into "" and strips "[...]" and "(...)".
+            body.message(
+                _PROFILE_FUNCTION,
+                _Message()
+                .scalar(_FUNCTION_ID, fid)
+                .scalar(_FUNCTION_NAME, strings(frame.name))
+                .scalar(_FUNCTION_FILENAME, strings(frame.file))
+                .scalar(_FUNCTION_START_LINE, frame.func_line),
+            )
+        lkey = (fid, frame.line)
+        loc = locations.get(lkey)
+        if loc is None:
+            loc = locations[lkey] = len(locations) + 1
+            line = _Message().scalar(_LINE_FUNCTION_ID, fid).scalar(_LINE_LINE, frame.line)
+            body.message(
+                _PROFILE_LOCATION,
+                _Message()
+                .scalar(_LOCATION_ID, loc)
+                .scalar(_LOCATION_MAPPING_ID, 1)
+                .message(_LOCATION_LINE, line),
+            )
+        location_of_frame[frame_index] = encoded = _varint(loc)
+        return encoded
+
+    for thread, stacks in _thread_stacks(profile):
+        labels = _Message()
+        labels.message(_SAMPLE_LABEL, _label(strings("thread"), text=strings(thread.name)))
+        labels.message(_SAMPLE_LABEL, _label(strings("pid"), num=thread.pid))
+        for stack in stacks:
+            weights = {
+                "samples": stack.samples,
+                "cpu": stack.cpu_ns,
+                "wall": stack.samples * period,
+                "memory": stack.rss_bytes,
+            }
+            values = [weights[m] for m in metrics]
+            if not any(values):
+                continue
+            sample = _Message()
+            ids = [location_of_frame[i] or location(i) for i in reversed(stack.frames)]
+            sample.raw(_SAMPLE_LOCATION_ID, b"".join(ids))
+            sample.packed(_SAMPLE_VALUE, values)
+            sample.data += labels.data
+            out.message(_PROFILE_SAMPLE, sample)
+
+    # One mapping for the interpreter: it has functions, files and lines already, so pprof
+    # does not try to symbolize addresses.
+    out.message(
+        _PROFILE_MAPPING,
+        _Message()
+        .scalar(_MAPPING_ID, 1)
+        .scalar(_MAPPING_FILENAME, strings("python"))
+        .scalar(_MAPPING_HAS_FUNCTIONS, 1)
+        .scalar(_MAPPING_HAS_FILENAMES, 1)
+        .scalar(_MAPPING_HAS_LINE_NUMBERS, 1),
+    )
+    out.data += body.data
+
+    comments = [f"leadline {__version__}: {profile.mode} mode at {profile.rate_hz:g} Hz"]
+    comments.append(f"{profile.ticks} ticks, {profile.missed} missed, {profile.torn} torn")
+    if not profile.complete:
+        comments.append("the capture was not stopped cleanly; samples up to its end")
+    comment_ids = [strings(c) for c in comments]
+    kind = "cpu" if profile.mode == "cpu" else "wall"
+    default: PprofMetric = kind if kind in metrics else metrics[0]
+    period_type = _value_type(strings, kind, "nanoseconds")
+    default_id = strings(PPROF_SAMPLE_TYPES[default][0])
+
+    for text in strings.index:  # dicts keep insertion order: the table's order
+        out.raw(_PROFILE_STRING_TABLE, text.encode("utf-8", "backslashreplace"))
+    out.scalar(_PROFILE_TIME_NANOS, profile.start_unix_ns)
+    out.scalar(_PROFILE_DURATION, profile.duration_ns)
+    out.message(_PROFILE_PERIOD_TYPE, period_type)
+    out.scalar(_PROFILE_PERIOD, period)
+    out.packed(_PROFILE_COMMENT, comment_ids)
+    out.scalar(_PROFILE_DEFAULT_TYPE, default_id)
+    return gzip.compress(bytes(out.data), mtime=0)
+
+
+# -- speedscope -----------------------------------------------------------------------------
+def _positive(stacks: list[Stack], metric: Metric) -> Iterator[tuple[Stack, int]]:
+    """Stacks with a positive weight: flame graphs show time and memory growth, and a negative
+    RSS change (memory given back) has no width to draw."""
+    for stack in stacks:
+        weight = stack.weight(metric)
+        if weight > 0:
+            yield stack, weight
+
+
+def to_speedscope(profile: SampleProfile, metric: Metric = "samples") -> dict[str, Any]:
+    """The profile in speedscope's file format: one sampled profile per thread, frames shared.
+
+    Weights are the metric's (samples: unit "none"; cpu: nanoseconds; memory: bytes of RSS
+    growth, where stacks that gave memory back are left out).
+    """
+    if metric == "memory":
+        _require_memory(profile)
+    frames: list[dict[str, Any]] = []
+    for f in profile.frames:
+        entry: dict[str, Any] = {"name": f.name, "file": f.file}
+        if f.line > 0:
+            entry["line"] = f.line
+        frames.append(entry)
+    profiles: list[dict[str, Any]] = []
+    for thread, stacks in _thread_stacks(profile):
+        chosen = list(_positive(stacks, metric))
+        total = sum(w for _, w in chosen)
+        profiles.append(
+            {
+                "type": "sampled",
+                "name": f"{thread.name} (tid {thread.tid})" if thread.tid else thread.name,
+                "unit": SPEEDSCOPE_UNITS[metric],
+                "startValue": 0,
+                "endValue": total,
+                "samples": [list(s.frames) for s, _ in chosen],
+                "weights": [w for _, w in chosen],
+            }
+        )
+    heaviest = max(range(len(profiles)), key=lambda i: profiles[i]["endValue"], default=0)
+    argv = profile.meta.get("argv")
+    program = " ".join(map(str, argv)) if isinstance(argv, list) and argv else "python"
+    return {
+        "$schema": SPEEDSCOPE_SCHEMA,
+        "shared": {"frames": frames},
+        "profiles": profiles,
+        "name": f"{program} ({metric})",
+        "activeProfileIndex": heaviest,
+        "exporter": f"leadline {__version__}",
+    }
+
+
+# -- collapsed stacks -----------------------------------------------------------------------
+def _folded(text: str) -> str:
+    """One frame of a folded line: ';' separates frames and a line ends the stack, so neither
+    may appear inside a frame (names and paths come from the profiled program, as do the lone
+    surrogates of undecodable file names, which UTF-8 output cannot hold)."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace(";", ":").replace("\r", " ").replace("\n", " ")
+
+
+def to_collapsed(profile: SampleProfile, metric: Metric = "samples", threads: bool = False) -> str:
+    """Folded stacks (flamegraph.pl, speedscope, inferno): one ``outer;...;leaf weight`` line per
+    distinct stack, frames as ``name (file:line)`` like py-spy.
+
+    With `threads`, each stack starts with a ``thread (NAME)`` frame.  Zero weights and negative
+    memory weights (RSS given back) are left out; identical lines are merged.
+    """
+    if metric == "memory":
+        _require_memory(profile)
+    labels = [_folded(f.label) for f in profile.frames]
+    lines: dict[str, int] = {}
+    for thread, stacks in _thread_stacks(profile):
+        prefix = [_folded(f"thread ({thread.name})")] if threads else []
+        for stack, weight in _positive(stacks, metric):
+            key = ";".join(prefix + [labels[i] for i in stack.frames]) or NO_FRAMES
+            lines[key] = lines.get(key, 0) + weight
+    return "".join(f"{key} {weight}\n" for key, weight in lines.items())
