@@ -351,14 +351,15 @@ def test_attach_to_independent_process(tmp_path: Path, minor: int) -> None:
 def test_attach_ends_when_the_target_exits(tmp_path: Path) -> None:
     script = tmp_path / "target.py"
     script.write_text(TARGET)
-    proc = subprocess.Popen([PY, str(script), "1"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([PY, str(script), "3"], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
     cap = tmp_path / "att.lead"
     t = time.time()
     r = leadline("attach", str(proc.pid), "-o", cap, "-q", cwd=tmp_path)
     proc.wait()
-    assert r.returncode == 0 and time.time() - t < 10
-    assert report(cap, tmp_path)["samples"] > 20
+    assert r.returncode == 0 and time.time() - t < 15
+    data = report(cap, tmp_path)
+    assert data["samples"] > 20 and data["complete"]
 
 
 def error_of(r: subprocess.CompletedProcess[str]) -> str:
