@@ -527,3 +527,26 @@ def test_line_tables_decode_like_co_lines() -> None:
             prev_line = line
         got = _native.line_table(minor, c.co_firstlineno, c.co_linetable)
         assert got == expect, c
+
+
+@pytest.mark.parametrize("mode", ["cpu", "wall"])
+def test_accuracy_on_a_known_split(tmp_path: Path, mode: str) -> None:
+    """bench/workloads/split.py splits its CPU time 50/30/20 between three functions in small
+    shuffled units and measures the truth itself; every share must be within 2 points of it,
+    with under 1% of the samples missed or torn."""
+    truth_file = tmp_path / "truth.json"
+    cap = tmp_path / "split.lead"
+    workload = ROOT / "bench" / "workloads" / "split.py"
+    r = leadline(
+        "run", "-q", "--mode", mode, "--rate", "1000", "-o", cap,
+        workload, "--seconds", "8", "--truth", truth_file,
+        cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    truth = json.loads(truth_file.read_text())
+    data = report(cap, tmp_path)
+    assert data["samples"] >= 6000
+    assert data["missed"] + data["torn"] < 0.01 * data["ticks"], data
+    got = shares(data, "total_pct")
+    for name, t in truth["functions"].items():
+        assert abs(got[name] - t["of_thread_pct"]) <= 2.0, (name, got[name], t)
