@@ -1,6 +1,6 @@
 """A short program that exercises every part of the native core, run under valgrind by
 tools/valgrind_check.py: hooks with C calls, a second thread, the writer, the sampler, the
-allocator hooks, then reading the capture back (decoder and aggregator)."""
+allocator hooks, the stack sampler, then reading the captures back (decoder and aggregator)."""
 
 import os
 import sys
@@ -32,7 +32,19 @@ with Capture(path) as cap:
     profile = analyse(cap)
     assert profile.events > 0 and profile.nodes
     assert sum(1 for _ in cap.events_by_time()) == profile.recorded
-print("ok", profile.events, flush=True)
+# The stack sampler: its own process at a high rate, with a second thread and memory.
+with leadline.profile(path + ".s", rate=2000, memory=True):
+    t = threading.Thread(target=worker)
+    t.start()
+    for _ in range(20):
+        f(300)
+    t.join()
+with Capture(path + ".s") as cap:
+    from leadline.sampling import load_profile
+
+    sampled = load_profile(cap)
+    assert sampled.samples > 0
+print("ok", profile.events, sampled.samples, flush=True)
 # A block allocated by the native reader that is still reachable when valgrind looks: it proves
 # to valgrind_check.py that its filter recognises leadline's frames.  os._exit skips the
 # interpreter's finalisation, which would free it.
