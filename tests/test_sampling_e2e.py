@@ -63,11 +63,11 @@ BUSY = """
             cold()
 
     def sleeper():
-        time.sleep(0.8)
+        time.sleep(1.5)
 
     th = threading.Thread(target=sleeper, name="schläfer")
     th.start()
-    main(0.8)
+    main(1.5)
     th.join()
     print("out: ünïcode")
     print("err line", file=sys.stderr)
@@ -90,13 +90,14 @@ def test_run_profile_table_threads_and_behaviour(tmp_path: Path) -> None:
     assert s["leaf"] > 90.0
     total = shares(data, "total_pct")
     # hot does 4x cold's work.
-    assert 3.0 < total["hot"] / total["cold"] < 5.5
+    assert 2.5 < total["hot"] / total["cold"] < 6.5
     assert total["main"] > 95.0
     # leadline's own launcher frames are cut from the stacks.
     assert not any("leadline" in f["file"] for f in data["functions"]), data["functions"]
     leaf = next(f for f in data["functions"] if f["name"] == "leaf")
     lines = {int(k) for k in leaf["lines"]}
-    assert lines <= {5, 6, 7}, lines  # the loop's lines, not the def
+    assert lines <= {5, 6, 7, 8}, lines  # the body's lines, not the def
+    assert leaf["lines"].get("6", 0) + leaf["lines"].get("7", 0) > 0.8 * leaf["self"]
 
 
 def call_tree_rows(out: str, title: str) -> list[tuple[int, int, str]]:
@@ -115,19 +116,19 @@ def call_tree_rows(out: str, title: str) -> list[tuple[int, int, str]]:
 def test_run_text_table_and_callers(tmp_path: Path) -> None:
     script = write(tmp_path, "prog.py", BUSY)
     cap = tmp_path / "out.lead"
-    r = leadline("run", "-o", cap, "--rate", "300", script, cwd=tmp_path)
+    r = leadline("run", "-o", cap, "--rate", "500", script, cwd=tmp_path)
     assert r.returncode == 3
     # The summary after the program's own output: the table, then one line.
     assert r.stderr.startswith("err line\n")
     assert "TOTAL" in r.stderr and "SAMPLES" in r.stderr and "FRAME" in r.stderr
-    assert "Mode: wall (300 Hz)" in r.stderr
+    assert "Mode: wall (500 Hz)" in r.stderr
     assert r.stderr.rstrip().splitlines()[-1].startswith("leadline: ")
     out = leadline("report", cap, "--callers", "leaf", cwd=tmp_path, check=True).stdout
     tree = call_tree_rows(out, "Callers of leaf")
     assert tree[0][1:] == (0, "leaf")
     callers = {name: weight for weight, depth, name in tree if depth == 1}
     assert set(callers) == {"hot", "cold"}
-    assert callers["hot"] > 2.5 * callers["cold"]
+    assert 2.5 * callers["cold"] < callers["hot"] < 6.5 * callers["cold"]
     assert tree[0][0] == callers["hot"] + callers["cold"]
     out = leadline("report", cap, "--callees", "main", cwd=tmp_path, check=True).stdout
     tree = call_tree_rows(out, "Callees of main")
@@ -146,8 +147,8 @@ def test_cpu_mode_ignores_sleeping_threads(tmp_path: Path) -> None:
     assert data["mode"] == "cpu" and data["metric"] == "cpu"
     names = {f["name"].rsplit(".", 1)[-1] for f in data["functions"]}
     assert "sleeper" not in names
-    # Weights are CPU nanoseconds: about 0.8 s of the main thread's work.
-    assert 0.4e9 < data["total"] < 2.0e9
+    # Weights are CPU nanoseconds: about 1.5 s of the main thread's work.
+    assert 0.8e9 < data["total"] < 2.5e9
     assert shares(data)["leaf"] > 90.0
 
 
