@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := $(shell find src -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.pyi' -o -name '*.js' -o -name '*.css') setup.py pyproject.toml
 
-.PHONY: all venv build demo test lint bench valgrind clean
+.PHONY: all venv build demo test lint bench bench-sampling valgrind clean
 
 all: build
 
@@ -46,6 +46,10 @@ BENCH_ARGS ?= --rounds 5 --timeout 150
 bench: build
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 	$(BIN)/python bench/report_speed.py
+
+# Sampling: leadline run against py-spy, overhead on calls and las, accuracy on split.
+bench-sampling: build
+	$(BIN)/python bench/sampling.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build .venv .venv-* demo-output src/*.egg-info

@@ -13,41 +13,42 @@ See ``bench/README.md``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import resource
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import common
 import setup_env
+from common import (
+    BENCH,
+    Session,
+    Sizes,
+    add_common_arguments,
+    big,
+    ensure_requirements,
+    interleaved,
+    make_workloads,
+    markdown_report,
+    markdown_table,
+    median,
+    num,
+    paired_ratio,
+    run_once,
+    stop_reason,
+    tail,
+    text_table,
+)
 
-BENCH = Path(__file__).resolve().parent
-REPO = BENCH.parent
-WORKLOADS = BENCH / "workloads"
+# The packages whose versions a results file records.
+PACKAGES = ("leadline", "pyperformance", "pyperf", "pymemtrace")
 
 # ---------------------------------------------------------------------------------------------
-# Workloads and candidates
-
-
-@dataclass
-class Workload:
-    name: str
-    script: Path
-    args: Callable[[Path], list[str]]  # (run dir) -> arguments of one timed run
-    prepare: Callable[[], None] | None = None  # untimed, once, before the runs
-    needs: tuple[str, ...] = ()  # setup_env requirements
+# Candidates
 
 
 @dataclass(frozen=True)
@@ -112,30 +113,6 @@ CANDIDATES = {
 }
 
 
-def make_workloads(python: str, work: Path, quick: bool) -> dict[str, Workload]:
-    las_params = ["--size-mb", "2", "--files", "6"] if quick else ["--size-mb", "50"]
-    las_data = work / ("las-quick" if quick else "las-50mb")
-
-    def prepare_las() -> None:
-        cmd = [python, str(WORKLOADS / "las.py"), "--generate", str(las_data), *las_params]
-        subprocess.run(cmd, check=True)
-
-    return {
-        "calls": Workload(
-            "calls",
-            WORKLOADS / "calls.py",
-            lambda run_dir: ["--scale", "0.01"] if quick else [],
-            needs=("pyperformance",),
-        ),
-        "las": Workload(
-            "las",
-            WORKLOADS / "las.py",
-            lambda run_dir: ["--data", str(las_data), "--out", str(run_dir / "html")],
-            prepare=prepare_las,
-        ),
-    }
-
-
 # ---------------------------------------------------------------------------------------------
 # Running
 
@@ -169,76 +146,8 @@ class Counts:
 
 
 @dataclass
-class Result:
-    candidate: str
-    description: str
-    command: str
-    unavailable: str | None = None
-    runs: list[Run] = field(default_factory=list)
+class Result(common.Result[Run]):
     counts: Counts | None = None
-    stopped: str | None = None  # why later rounds were skipped
-
-
-class Sanitizer:
-    """Removes paths outside the repository from anything stored in the results."""
-
-    def __init__(self, python: str, work: Path) -> None:
-        prefix = Path(python).absolute().parent.parent
-        self.pairs = [
-            (str(work), "<work>"),
-            (str(prefix), "<python>"),
-            (str(REPO), "."),
-            (tempfile.gettempdir(), "<tmp>"),
-            (str(Path.home()), "~"),
-        ]
-
-    def __call__(self, text: str) -> str:
-        for old, new in self.pairs:
-            text = text.replace(old, new)
-        return text
-
-
-def run_once(cmd: list[str], cwd: Path, timeout: float) -> tuple[float, Any, int | None, bool]:
-    """Run cmd; return (wall seconds, rusage, exit code or None if killed, timed out)."""
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    with open(cwd / "stdout.txt", "wb") as out, open(cwd / "stderr.txt", "wb") as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(
-            cmd, cwd=cwd, stdout=out, stderr=err, env=env, start_new_session=True
-        )
-        lock = threading.Lock()
-        state = {"reaped": False, "timed_out": False}
-
-        def kill() -> None:
-            with lock:
-                if not state["reaped"]:
-                    state["timed_out"] = True
-                    os.killpg(proc.pid, signal.SIGKILL)
-
-        timer = threading.Timer(timeout, kill)
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        except BaseException:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise
-        finally:
-            with lock:
-                state["reaped"] = True
-            timer.cancel()
-        wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    code = None if os.WIFSIGNALED(status) else proc.returncode
-    return wall, usage, code, state["timed_out"]
-
-
-def tail(path: Path, lines: int = 6) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 def leadline_counts(python: str, capture: Path, cwd: Path) -> Counts:
@@ -308,10 +217,6 @@ def check_leadline(python: str) -> dict[str, str | None]:
     return reasons
 
 
-def median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
 # ---------------------------------------------------------------------------------------------
 # Reporting
 
@@ -359,14 +264,12 @@ def summarise(results: list[Result]) -> list[Row]:
         floor = by_name.get(floor_name)
         if floor is None or wall is None:
             return None
-        floor_by_round = {run.round: run.wall for run in ok_runs(floor)}
-        ratios = [
-            run.wall / floor_by_round[run.round]
-            for run in ok_runs(r)
-            if run.round in floor_by_round
-        ]
-        if ratios:
-            return median(ratios)
+        ratio = paired_ratio(
+            {run.round: run.wall for run in ok_runs(r)},
+            {run.round: run.wall for run in ok_runs(floor)},
+        )
+        if ratio is not None:
+            return ratio
         floor_wall = med(floor_name, "wall")
         return wall / floor_wall if floor_wall else None
 
@@ -438,13 +341,7 @@ def summarise(results: list[Result]) -> list[Row]:
 
 
 HEADERS = (
-    "candidate",
-    "runs ok",
-    "wall s",
-    "spread",
-    "cpu s",
-    "wall/base",
-    "cpu/base",
+    *common.TIME_HEADERS,
     "wall/floor",
     "max RSS MB",
     "bytes",
@@ -457,26 +354,9 @@ HEADERS = (
 
 
 def cells(row: Row) -> list[str]:
-    def num(x: float | None, digits: int, prefix: str = "") -> str:
-        return "-" if x is None else f"{prefix}{x:.{digits}f}"
-
-    def big(x: int | None) -> str:
-        if x is None:
-            return "-"
-        for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-            if x >= scale:
-                return f"{x / scale:.2f}{unit}"
-        return str(x)
-
     gt = ">" if row.lower_bound else ""
     return [
-        row.candidate,
-        row.runs,
-        num(row.wall, 2, gt),
-        "-" if row.spread is None else f"{row.spread:.0f}%",
-        num(row.cpu, 2, gt),
-        num(row.wall_x_base, 2, gt),
-        num(row.cpu_x_base, 2, gt),
+        *common.time_cells(row, 2, gt),
         num(row.wall_x_floor, 2, gt),
         # a killed run's peak so far is a lower bound, unless the harness's own peak hides it
         num(row.max_rss_mb, 0, "<=" if row.rss_upper_bound else gt and ">="),
@@ -489,58 +369,6 @@ def cells(row: Row) -> list[str]:
     ]
 
 
-def markdown_table(rows: list[Row]) -> str:
-    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(cells(row)) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def text_table(rows: list[Row]) -> str:
-    table = [list(HEADERS), *[cells(row) for row in rows]]
-    widths = [max(len(r[i]) for r in table) for i in range(len(HEADERS))]
-    return "\n".join(
-        "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        )
-        for r in table
-    )
-
-
-def machine() -> dict[str, Any]:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "nproc": os.cpu_count(),
-        "cpu": model,
-        # the kernel's version number only, not the build name that follows it
-        "system": f"{platform.system()} {platform.release().split('-')[0]}",
-        "load_before": os.getloadavg()[0],
-    }
-
-
-def python_info(python: str) -> dict[str, Any]:
-    code = (
-        "import json, platform, sys, importlib.metadata as md\n"
-        "def v(n):\n"
-        "    try: return md.version(n)\n"
-        "    except Exception: return None\n"
-        "print(json.dumps({'version': platform.python_version(), "
-        "'implementation': platform.python_implementation(), "
-        "'venv': sys.prefix != sys.base_prefix, 'packages': {n: v(n) for n in "
-        "('leadline', 'pyperformance', 'pyperf', 'pymemtrace')}}))"
-    )
-    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
-    info: dict[str, Any] = json.loads(proc.stdout)
-    return info
-
-
 # ---------------------------------------------------------------------------------------------
 # Main
 
@@ -548,30 +376,12 @@ def python_info(python: str) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", choices=("calls", "las", "all"), default="all")
-    parser.add_argument("--rounds", type=int, default=3, help="timed rounds (default 3)")
     parser.add_argument(
         "--candidates",
         default=",".join(CANDIDATES),
         help=f"comma-separated, from: {', '.join(CANDIDATES)} (default: all)",
     )
-    parser.add_argument("--python", default=sys.executable, help="default: this Python")
-    parser.add_argument("--quick", action="store_true", help="small workloads, for a smoke run")
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=1800,
-        help="seconds before a run is killed; a candidate that times out is not run again "
-        "(default 1800)",
-    )
-    parser.add_argument("--name", help="results file name (default: the workload, +'-quick')")
-    parser.add_argument("--no-save", action="store_true", help="print only, write no results")
-    parser.add_argument("--no-setup", action="store_true", help="never run setup_env")
-    parser.add_argument(
-        "--work-dir",
-        type=Path,
-        default=Path(tempfile.gettempdir()) / "leadline-bench",
-        help="scratch space: data sets, captures, logs (default: <tmp>/leadline-bench)",
-    )
+    add_common_arguments(parser, 3, 1800, "the workload, +'-quick'")
     parser.add_argument(
         "--render",
         type=Path,
@@ -582,10 +392,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         rerender(args.render)
         return 0
-    # On SIGTERM exit through Python, so that run_once kills the running child's process group.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    if args.rounds < 1:
-        parser.error("--rounds must be at least 1")
     names = [n for n in args.candidates.split(",") if n]
     unknown = [n for n in names if n not in CANDIDATES]
     if unknown:
@@ -593,11 +399,10 @@ def main(argv: list[str] | None = None) -> int:
     if "baseline" not in names:
         names.insert(0, "baseline")
         print("run.py: adding the baseline, which every ratio needs")
-    python = args.python
-    work: Path = args.work_dir.resolve()
-    work.mkdir(parents=True, exist_ok=True)
-    clean = Sanitizer(python, work)
-    workloads = make_workloads(python, work, args.quick)
+    session = Session.start(parser, args, argv or sys.argv[1:], PACKAGES)
+    python, work, clean, report = session.python, session.work, session.clean, session.report
+    sizes = Sizes(0.01, 2, 6) if args.quick else Sizes(None, 50, None)
+    workloads = make_workloads(python, work, sizes)
     chosen = list(workloads) if args.workload == "all" else [args.workload]
 
     unavailable: dict[str, str] = {}
@@ -605,17 +410,12 @@ def main(argv: list[str] | None = None) -> int:
         {n for w in chosen for n in workloads[w].needs}
         | ({"pymemtrace"} if any(CANDIDATES[n].kind == "pymemtrace" for n in names) else set())
     )
-    problems = setup_env.missing(python, needs)
-    if problems and not args.no_setup:
-        for problem in setup_env.ensure(python, [r.name for r in problems]):
-            print(f"run.py: {problem}", file=sys.stderr)
-        problems = setup_env.missing(python, needs)
-    for req in problems:
-        why = f"{req.spec} is not installed (bench/setup_env.py)"
-        if req.name == "pymemtrace":
+    for missing in ensure_requirements(python, needs, not args.no_setup, "run.py"):
+        why = f"{setup_env.REQUIREMENTS[missing].spec} is not installed (bench/setup_env.py)"
+        if missing == "pymemtrace":
             unavailable.update({n: why for n in names if CANDIDATES[n].kind == "pymemtrace"})
         for w in chosen:
-            if req.name in workloads[w].needs:
+            if missing in workloads[w].needs:
                 unavailable[w] = why
     if any(CANDIDATES[n].kind == "leadline" for n in names):
         for n, reason in check_leadline(python).items():
@@ -624,89 +424,65 @@ def main(argv: list[str] | None = None) -> int:
     for n, why in unavailable.items():
         print(f"run.py: {n}: {why}", file=sys.stderr)
 
-    info = python_info(python)
-    started = datetime.datetime.now(datetime.timezone.utc)
-    report: dict[str, Any] = {
-        "date": started.strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": machine(),
-        "python": info,
-        "rounds": args.rounds,
-        "quick": args.quick,
-        "timeout": args.timeout,
-        "command": " ".join(["bench/run.py", *(clean(a) for a in (argv or sys.argv[1:]))]),
-        "candidates": {n: CANDIDATES[n].description for n in names},
-        "workloads": {},
-    }
+    report["candidates"] = {n: CANDIDATES[n].description for n in names}
     print(
-        f"Python {info['version']} ({clean(python)}), {args.rounds} rounds, "
+        f"Python {report['python']['version']} ({clean(python)}), {args.rounds} rounds, "
         f"workloads: {', '.join(chosen)}, candidates: {', '.join(names)}",
         flush=True,
     )
 
     for wname in chosen:
         workload = workloads[wname]
-        if wname in unavailable:
-            report["workloads"][wname] = {"skipped": unavailable[wname]}
+        if not session.begin(workload, unavailable):
             continue
-        if workload.prepare:
-            workload.prepare()
         results: dict[str, Result] = {}
         for n in names:
             example = CANDIDATES[n].command(python, Path("OUT"), workload.script, ["ARGS"])
             results[n] = Result(n, CANDIDATES[n].description, clean(" ".join(example[1:])))
             results[n].unavailable = unavailable.get(n)
-        runs_dir = work / "runs"
-        for rnd in range(0, args.rounds + 1):  # round 0: untimed warm-up of the baseline
-            for n in names:
-                cand, res = CANDIDATES[n], results[n]
-                if res.unavailable or res.stopped or (rnd == 0 and n != "baseline"):
-                    continue
-                run_dir = runs_dir / f"{wname}-{n}-r{rnd}"
-                shutil.rmtree(run_dir, ignore_errors=True)
-                run_dir.mkdir(parents=True)
-                out = run_dir / ("capture.lead" if cand.kind == "leadline" else "profile.log")
-                cmd = cand.command(python, out, workload.script, workload.args(run_dir))
-                label = "warm-up" if rnd == 0 else f"round {rnd}/{args.rounds}"
-                print(f"  {wname:6} {label:11} {n:17}", end="", flush=True)
-                wall, usage, code, timed_out = run_once(cmd, run_dir, args.timeout)
-                status = "timeout" if timed_out else ("ok" if code == 0 else "failed")
-                run = Run(
-                    rnd,
-                    status,
-                    wall,
-                    usage.ru_utime,
-                    usage.ru_stime,
-                    usage.ru_maxrss,
-                    code,
-                    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                    out.stat().st_size if out.exists() else None,
-                    None if status == "ok" else clean(tail(run_dir / "stderr.txt")),
-                )
-                print(
-                    f" {status:7} wall {wall:8.2f} s  cpu {run.cpu:8.2f} s  "
-                    f"rss {run.max_rss_kb / 1024:7.0f} MB"
-                    + (f"  out {run.bytes / 1e6:9.1f} MB" if run.bytes is not None else ""),
-                    flush=True,
-                )
-                if rnd == 0:
-                    if status != "ok":
-                        print(clean(tail(run_dir / "stderr.txt")), file=sys.stderr)
-                        res.stopped = f"warm-up run {status}"
-                    shutil.rmtree(run_dir, ignore_errors=True)
-                    continue
-                res.runs.append(run)
-                if status == "failed" and cand.kind == "leadline" and run.error:
-                    print(f"    {run.error.splitlines()[-1]}", file=sys.stderr)
-                if res.counts is None and status in ("ok", "timeout") and out.exists():
-                    if cand.kind == "leadline" and status == "ok":
-                        res.counts = leadline_counts(python, out, run_dir)
-                    elif cand.kind == "pymemtrace":
-                        res.counts = pymemtrace_counts(out)
+        for rnd, n in interleaved(results, args.rounds, "baseline"):
+            cand, res = CANDIDATES[n], results[n]
+            run_dir = session.run_dir(wname, n, rnd)
+            out = run_dir / ("capture.lead" if cand.kind == "leadline" else "profile.log")
+            cmd = cand.command(python, out, workload.script, workload.args(run_dir))
+            session.announce(wname, rnd, n, 17)
+            fin = run_once(cmd, run_dir, args.timeout)
+            status = "timeout" if fin.timed_out else ("ok" if fin.code == 0 else "failed")
+            run = Run(
+                rnd,
+                status,
+                fin.wall,
+                fin.usage.ru_utime,
+                fin.usage.ru_stime,
+                fin.usage.ru_maxrss,
+                fin.code,
+                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                out.stat().st_size if out.exists() else None,
+                None if status == "ok" else clean(tail(run_dir / "stderr.txt")),
+            )
+            print(
+                f" {status:7} wall {run.wall:8.2f} s  cpu {run.cpu:8.2f} s  "
+                f"rss {run.max_rss_kb / 1024:7.0f} MB"
+                + (f"  out {run.bytes / 1e6:9.1f} MB" if run.bytes is not None else ""),
+                flush=True,
+            )
+            res.stopped = stop_reason(status, rnd)
+            if rnd == 0:
                 if status != "ok":
-                    res.stopped = f"not run again after a run {status} in round {rnd}"
-                shutil.rmtree(run_dir, ignore_errors=True)
+                    print(clean(tail(run_dir / "stderr.txt")), file=sys.stderr)
+                session.done(run_dir)
+                continue
+            res.runs.append(run)
+            if status == "failed" and cand.kind == "leadline" and run.error:
+                print(f"    {run.error.splitlines()[-1]}", file=sys.stderr)
+            if res.counts is None and status in ("ok", "timeout") and out.exists():
+                if cand.kind == "leadline" and status == "ok":
+                    res.counts = leadline_counts(python, out, run_dir)
+                elif cand.kind == "pymemtrace":
+                    res.counts = pymemtrace_counts(out)
+            session.done(run_dir)
         rows = summarise(list(results.values()))
-        print(f"\n{wname}:\n{text_table(rows)}")
+        print(f"\n{wname}:\n{text_table(HEADERS, [cells(row) for row in rows])}")
         for row in rows:
             if row.note:
                 print(f"  {row.candidate}: {row.note}")
@@ -718,24 +494,8 @@ def main(argv: list[str] | None = None) -> int:
         }
 
     if not args.no_save:
-        name = args.name or (args.workload + ("-quick" if args.quick else ""))
-        version = ".".join(str(info["version"]).split(".")[:2])
-        save(report, name, version, started.strftime("%Y-%m-%d"))
+        session.save(args.name or (args.workload + ("-quick" if args.quick else "")), markdown)
     return 0
-
-
-def save(report: dict[str, Any], name: str, version: str, day: str) -> None:
-    results_dir = BENCH / "results"
-    results_dir.mkdir(exist_ok=True)
-    stem = f"{name}-py{version}-{day}"
-    n = 1
-    while (results_dir / f"{stem}.md").exists() or (results_dir / f"{stem}.json").exists():
-        n += 1
-        stem = f"{name}-py{version}-{day}-{n}"
-    report["name"] = name
-    (results_dir / f"{stem}.md").write_text(markdown(report))
-    (results_dir / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
-    print(f"results: {(results_dir / stem).relative_to(REPO)}.md and .json")
 
 
 def rerender(path: Path) -> None:
@@ -747,19 +507,9 @@ def rerender(path: Path) -> None:
             continue
         results = []
         for d in data["results"]:
-            counts = Counts(**d["counts"]) if d["counts"] else None
-            runs = [Run(**r) for r in d["runs"]]
-            results.append(
-                Result(
-                    d["candidate"],
-                    d["description"],
-                    d["command"],
-                    d["unavailable"],
-                    runs,
-                    counts,
-                    d["stopped"],
-                )
-            )
+            fields = {**d, "runs": [Run(**r) for r in d["runs"]]}
+            fields["counts"] = Counts(**d["counts"]) if d["counts"] else None
+            results.append(Result(**fields))
         data["summary"] = [asdict(row) for row in summarise(results)]
     path.write_text(json.dumps(report, indent=1) + "\n")
     path.with_suffix(".md").write_text(markdown(report))
@@ -767,39 +517,18 @@ def rerender(path: Path) -> None:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    info = report["python"]
-    m = report["machine"]
-    packages = ", ".join(f"{k} {v or 'not installed'}" for k, v in info["packages"].items())
-    lines = [
-        f"# Benchmark {report['name']}: Python {info['version']}",
-        "",
-        f"- date: {report['date']}",
-        f"- machine: {m['nproc']} CPUs, {m['cpu']}, {m['system']}, "
-        f"load average {m['load_before']:.2f} at the start",
-        f"- python: {info['implementation']} {info['version']}; {packages}",
-        f"- rounds: {report['rounds']} (interleaved, after one warm-up run of the baseline), "
-        f"timeout {report['timeout']:.0f} s per run{', quick sizes' if report['quick'] else ''}",
-        f"- command: `{report['command']}`",
-        "",
-        "Medians over the rounds; spread is (max - min) / median of the wall times.  "
-        "See bench/README.md for how to read the columns.",
-        "",
-        "Candidates:",
-        "",
-    ]
-    lines += [f"- `{k}`: {v}" for k, v in report["candidates"].items()]
-    for wname, data in report["workloads"].items():
-        lines += ["", f"## {wname}", ""]
-        if "skipped" in data:
-            lines.append(f"Not run: {data['skipped']}")
-            continue
-        lines += [f"Arguments: `{data['args']}`" if data["args"] else "Arguments: none", ""]
+    def section(data: dict[str, Any]) -> tuple[str, list[str]]:
         rows = [Row(**row) for row in data["summary"]]
-        lines.append(markdown_table(rows))
         notes = [f"- `{row.candidate}`: {row.note}" for row in rows if row.note]
-        if notes:
-            lines += ["", *notes]
-    return "\n".join(lines) + "\n"
+        return markdown_table(HEADERS, [cells(row) for row in rows]), notes
+
+    return markdown_report(
+        report,
+        f"Benchmark {report['name']}",
+        "after one warm-up run of the baseline",
+        "spread is (max - min) / median of the wall times.",
+        section,
+    )
 
 
 if __name__ == "__main__":

@@ -2,16 +2,19 @@
 
 Usage::
 
-    python bench/setup_env.py [--python PATH] [--check] [--only pyperformance,pymemtrace]
+    python bench/setup_env.py [--python PATH] [--check] [--only pyperformance,pymemtrace,py-spy]
 
 * ``pyperformance`` (pinned, so the ``calls`` workload does not change under our feet) provides
   the benchmark sources of ``bench/workloads/calls.py`` and brings the real ``pyperf`` they
   import.
 * ``pymemtrace`` 0.6.3, the comparison profiler, is built from source; its C code only builds
   here with ``CFLAGS="-O2 -Wno-error=unused-variable -Wno-error=use-after-free"``.
+* ``py-spy`` (pinned), the comparison sampling profiler of ``bench/sampling.py``: a native
+  program shipped in a wheel, installed as ``bin/py-spy`` of the environment.
 
-``bench/run.py`` calls this automatically for what a run needs.  It refuses to install into a
-Python that is not a virtual environment unless given ``--allow-system``.
+``bench/run.py`` and ``bench/sampling.py`` call this automatically for what a run needs.  It
+refuses to install into a Python that is not a virtual environment unless given
+``--allow-system``.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from dataclasses import dataclass, field
 class Requirement:
     name: str  # distribution name
     version: str
-    module: str  # imported to check that it works
+    module: str | None  # imported to check that it works
     env: dict[str, str] = field(default_factory=dict)
+    script: str | None = None  # a program it installs into the environment's scripts folder
 
     @property
     def spec(self) -> str:
@@ -44,15 +48,19 @@ REQUIREMENTS = {
         "pymemtrace.cPyMemTrace",
         {"CFLAGS": "-O2 -Wno-error=unused-variable -Wno-error=use-after-free"},
     ),
+    "py-spy": Requirement("py-spy", "0.4.3", None, script="py-spy"),
 }
 
 _PROBE = """
-import importlib, importlib.metadata as md, json, sys
+import importlib, importlib.metadata as md, json, os, sys, sysconfig
 out = {"venv": sys.prefix != sys.base_prefix, "found": {}}
-for name, module in json.loads(sys.argv[1]).items():
+for name, (module, script) in json.loads(sys.argv[1]).items():
     try:
         version = md.version(name)
-        importlib.import_module(module)
+        if module:
+            importlib.import_module(module)
+        if script and not os.access(os.path.join(sysconfig.get_path("scripts"), script), os.X_OK):
+            version = None
     except Exception:
         version = None
     out["found"][name] = version
@@ -62,7 +70,7 @@ print(json.dumps(out))
 
 def probe(python: str, names: list[str]) -> tuple[bool, dict[str, str | None]]:
     """(is a venv, installed and importable version or None for each name)."""
-    modules = {name: REQUIREMENTS[name].module for name in names}
+    modules = {name: (REQUIREMENTS[name].module, REQUIREMENTS[name].script) for name in names}
     proc = subprocess.run(
         [python, "-c", _PROBE, json.dumps(modules)], capture_output=True, text=True, check=False
     )
@@ -70,6 +78,14 @@ def probe(python: str, names: list[str]) -> tuple[bool, dict[str, str | None]]:
         raise RuntimeError(f"cannot run {python}: {proc.stderr.strip()[-500:]}")
     data = json.loads(proc.stdout)
     return bool(data["venv"]), dict(data["found"])
+
+
+def script_path(python: str, script: str) -> str | None:
+    """Where `script` (a program a requirement installs) is in `python`'s environment."""
+    code = "import sysconfig; print(sysconfig.get_path('scripts'))"
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    path = os.path.join(proc.stdout.strip(), script)
+    return path if proc.returncode == 0 and os.access(path, os.X_OK) else None
 
 
 def missing(python: str, names: list[str]) -> list[Requirement]:

@@ -1,0 +1,652 @@
+"""Sampling benchmark: what `leadline run` and py-spy cost a program, and how accurate they are.
+
+Overhead (workloads ``calls`` and ``las``): the workload alone, under ``leadline run`` at 100 Hz
+and 1 kHz and under ``py-spy record`` at the same rates (``--nonblocking``, and its default
+blocking mode), each a subprocess, interleaved (A B C, A B C, ...) for ``--rounds`` rounds after
+one untimed warm-up run of the baseline.  Per run: wall time, the target process's CPU time
+(user + sys from ``os.wait4``; for py-spy without py-spy's own process), the profiler's own CPU
+time (leadline's sampler thread from the capture's END ``sampler_cpu_ns``; py-spy's process from
+``/proc`` before it is reaped) and the samples taken.
+
+Accuracy (workload ``split``, ``--accuracy``): ``bench/workloads/split.py`` splits its CPU time
+50/30/20 between three functions and measures the true split itself; each profiler's share of
+each function is compared with it, in percentage points.
+
+Prints a table per workload and writes ``bench/results/<name>-py<X.Y>-<date>.md`` and ``.json``.
+See ``bench/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import common
+import setup_env
+
+# The packages whose versions a results file records.
+PACKAGES = ("leadline", "py-spy", "pyperformance", "pyperf")
+SPLIT_FUNCTIONS = ("heavy", "medium", "light")  # bench/workloads/split.py
+
+# ---------------------------------------------------------------------------------------------
+# Candidates
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    kind: str  # "plain", "leadline" or "py-spy"
+    description: str
+    rate: int = 0  # samples per second
+    options: tuple[str, ...] = ()  # more `leadline run` or `py-spy record` options
+
+    def command(
+        self, python: str, py_spy: str, out: Path, script: Path, args: list[str]
+    ) -> list[str]:
+        target = [str(script), *args]
+        if self.kind == "plain":
+            return [python, *target]
+        rate = ["--rate", str(self.rate)]
+        if self.kind == "leadline":
+            return [python, "-m", "leadline", "run", *rate, *self.options, "-o", str(out), *target]
+        raw = ["-f", "raw", "-o", str(out)]
+        return [py_spy, "record", *rate, *self.options, *raw, "--", python, *target]
+
+
+def _leadline(name: str, rate: int, *options: str) -> Candidate:
+    mode = " ".join(options) or "default mode"
+    what = f"leadline run at {rate} Hz, {mode} (--quiet: no summary on stderr at the end)"
+    return Candidate(name, "leadline", what, rate, ("--quiet", *options))
+
+
+def _py_spy(name: str, rate: int, blocking: bool) -> Candidate:
+    if blocking:
+        what = f"py-spy record at {rate} Hz, its default mode: pauses the target for each sample"
+        return Candidate(name, "py-spy", what, rate)
+    what = f"py-spy record at {rate} Hz, --nonblocking: never pauses the target"
+    return Candidate(name, "py-spy", what, rate, ("--nonblocking",))
+
+
+def _candidates(*cands: Candidate) -> dict[str, Candidate]:
+    return {c.name: c for c in cands}
+
+
+PY_SPY = _candidates(
+    _py_spy("py-spy-100", 100, False),
+    _py_spy("py-spy-1k", 1000, False),
+    _py_spy("py-spy-100-blocking", 100, True),
+    _py_spy("py-spy-1k-blocking", 1000, True),
+)
+OVERHEAD = _candidates(
+    Candidate("baseline", "plain", "the workload alone"),
+    _leadline("leadline-100", 100),
+    _leadline("leadline-1k", 1000),
+    *PY_SPY.values(),
+)
+ACCURACY = _candidates(
+    _leadline("leadline-cpu-1k", 1000, "--mode", "cpu"),
+    _leadline("leadline-wall-1k", 1000, "--mode", "wall"),
+    PY_SPY["py-spy-1k"],
+    PY_SPY["py-spy-1k-blocking"],
+)
+ALL = OVERHEAD | ACCURACY
+
+
+def check_leadline(python: str, cands: list[Candidate]) -> dict[str, str]:
+    """Why each leadline candidate cannot run with this Python (absent: it can)."""
+    if not cands:
+        return {}
+    cmd = [python, "-m", "leadline", "run", "--help"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return {c.name: "`leadline run --help` did not answer within 2 minutes" for c in cands}
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        why = f"`leadline run --help` exits {proc.returncode}: {last}"
+        return {c.name: why for c in cands}
+    reasons = {}
+    for c in cands:
+        absent = [o for o in ("--rate", *c.options) if o.startswith("--") and o not in proc.stdout]
+        if absent:
+            reasons[c.name] = f"`leadline run` has no {', '.join(absent)} option"
+    return reasons
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs
+
+
+@dataclass
+class Run:
+    round: int
+    status: str  # "ok", "failed" or "timeout"
+    wall: float
+    cpu: float  # the target process's user + sys seconds (with leadline's sampler thread)
+    total_cpu: float  # all wait4 counted: what the machine paid (py-spy: with its target)
+    exit_code: int | None
+    profiler_cpu: float | None = None  # leadline's sampler thread or py-spy's process, seconds
+    profiled_s: float | None = None  # how long the profiler ran (capture's span, else wall)
+    samples: int | None = None
+    ticks: int | None = None  # leadline
+    missed: int | None = None  # leadline
+    torn: int | None = None  # leadline
+    errors: int | None = None  # py-spy's count of failed samples
+    lag_s: float | None = None  # py-spy: how far it fell behind its rate, if it said so
+    shares: dict[str, float] | None = None  # accuracy: profiled % of samples per function
+    truth: dict[str, float] | None = None  # accuracy: true % of the three functions' CPU time
+    error: str | None = None
+    note: str | None = None  # something missing from an otherwise good run
+
+    @property
+    def pct_core(self) -> float | None:
+        """The profiler's CPU time as a percentage of one core over the time it ran."""
+        if self.profiler_cpu is None or not self.profiled_s:
+            return None
+        return 100 * self.profiler_cpu / self.profiled_s
+
+    @property
+    def tick_rate(self) -> float | None:
+        """Sampling ticks (leadline) or samples (py-spy) per second."""
+        ticks = self.ticks if self.ticks is not None else self.samples
+        return ticks / self.profiled_s if ticks is not None and self.profiled_s else None
+
+
+Result = common.Result[Run]
+
+
+_PYSPY_COUNTS = re.compile(r"Samples: (\d+) Errors: (\d+)")
+_PYSPY_BEHIND = re.compile(r"([\d.]+)s behind in sampling")
+_PYSPY_FRAME = re.compile(r"^(?P<name>.*) \((?P<file>.*?)(?::(?P<line>\d+))?\)$")
+
+_READ_END = """
+import json, sys
+from leadline.capture import Capture
+with Capture(sys.argv[1]) as c:
+    print(json.dumps({"meta": c.meta, "end": c.end}))
+"""
+
+
+def leadline_end(python: str, capture: Path, run: Run) -> None:
+    """Fill run's counters from the capture's META and END."""
+    proc = subprocess.run(
+        [python, "-c", _READ_END, str(capture)], capture_output=True, text=True, timeout=600
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        run.note = f"cannot read the capture's END: {last}"
+        return
+    data = json.loads(proc.stdout)
+    end, meta = data["end"], data["meta"]
+    if end is None:
+        run.note = "the capture has no END (not stopped cleanly)"
+        return
+
+    def count(key: str) -> int | None:
+        value = end.get(key)
+        return int(value) if isinstance(value, int | float) else None
+
+    run.samples, run.ticks = count("samples"), count("ticks")
+    run.missed, run.torn = count("missed"), count("torn")
+    sampler_ns = count("sampler_cpu_ns")
+    run.profiler_cpu = sampler_ns / 1e9 if sampler_ns is not None else None
+    start, stop = meta.get("start_unix_ns"), end.get("stop_unix_ns")
+    if isinstance(start, int) and isinstance(stop, int) and stop > start:
+        run.profiled_s = (stop - start) / 1e9
+    missing = [k for k in ("samples", "ticks", "missed", "torn", "sampler_cpu_ns") if k not in end]
+    if missing:
+        run.note = f"END has no {', '.join(missing)}"
+
+
+def leadline_shares(python: str, capture: Path, script: Path) -> dict[str, float]:
+    """% of samples in each split.py function (inclusive), from `leadline report --json`."""
+    cmd = [python, "-m", "leadline", "report", str(capture), "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        raise ValueError(f"leadline report --json failed: {last}")
+    shares = dict.fromkeys(SPLIT_FUNCTIONS, 0.0)
+    for fn in json.loads(proc.stdout)["functions"]:
+        name = str(fn["name"]).rsplit(".", 1)[-1]
+        if name in shares and str(fn["file"]).endswith(script.name):
+            shares[name] += float(fn.get("total_pct", fn["self_pct"]))
+    return shares
+
+
+def py_spy_profile(raw: Path, script: Path) -> tuple[int, dict[str, float]]:
+    """(samples, % of samples in each split.py function, inclusive) of a py-spy raw file."""
+    total = 0
+    hits = dict.fromkeys(SPLIT_FUNCTIONS, 0)
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        seen = set()
+        for frame in stack.split(";"):
+            m = _PYSPY_FRAME.match(frame)
+            if m and m["name"] in hits and m["file"].endswith(script.name):
+                seen.add(m["name"])
+        for name in seen:
+            hits[name] += count
+    return total, {n: 100 * c / total if total else 0.0 for n, c in hits.items()}
+
+
+def measure(
+    cand: Candidate,
+    fin: common.Finished,
+    rnd: int,
+    run_dir: Path,
+    out: Path,
+    python: str,
+    script: Path,
+    accuracy: bool,
+    clean: Callable[[str], str],
+) -> Run:
+    status = "timeout" if fin.timed_out else ("ok" if fin.code == 0 else "failed")
+    cpu = fin.cpu
+    profiler_cpu = None
+    if cand.kind == "py-spy" and fin.own_cpu is not None:
+        profiler_cpu = fin.own_cpu
+        cpu = fin.cpu - fin.own_cpu
+    run = Run(rnd, status, fin.wall, cpu, fin.cpu, fin.code, profiler_cpu, fin.wall)
+    stderr = run_dir / "stderr.txt"
+    if status != "ok":
+        why = f"killed after {fin.wall:.0f} s (--timeout)" if fin.timed_out else None
+        why = why or (f"exit status {fin.code}" if fin.code is not None else "killed by a signal")
+        run.error = clean(common.tail(stderr)) or why
+        return run
+    try:
+        if cand.kind == "leadline":
+            leadline_end(python, out, run)
+            if accuracy:
+                run.shares = leadline_shares(python, out, script)
+        elif cand.kind == "py-spy":
+            text = stderr.read_text(errors="replace")
+            behind = [float(x) for x in _PYSPY_BEHIND.findall(text)]
+            run.lag_s = max(behind) if behind else None
+            found = _PYSPY_COUNTS.search(text)
+            if found:
+                run.samples, run.errors = int(found[1]), int(found[2])
+            if out.exists():
+                samples, shares = py_spy_profile(out, script)
+                run.samples = run.samples if run.samples is not None else samples
+                run.shares = shares if accuracy else None
+            if not run.samples:
+                run.status = "failed"
+                run.error = "no samples: " + clean(common.tail(stderr, 3))
+        if accuracy and run.status == "ok":
+            truth = json.loads((run_dir / "truth.json").read_text())["functions"]
+            run.truth = {n: float(truth[n]["share_pct"]) for n in SPLIT_FUNCTIONS}
+    except (OSError, ValueError, KeyError, TypeError, subprocess.TimeoutExpired) as exc:
+        run.status, run.error = "failed", clean(f"cannot read the results: {exc}")
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# Summaries
+
+
+@dataclass
+class OverheadRow:
+    candidate: str
+    runs: str
+    wall: float | None
+    spread: float | None  # (max - min) / median of wall, in percent
+    cpu: float | None
+    wall_x_base: float | None  # median of per-round ratios
+    cpu_x_base: float | None
+    all_cpu_x_base: float | None  # target + outside profiler, against the baseline's CPU
+    profiler_cpu: float | None
+    profiler_pct_core: float | None
+    samples: float | None
+    samples_per_s: float | None
+    missed: float | None
+    torn_or_errors: float | None
+    note: str
+
+
+def ok_runs(r: Result) -> list[Run]:
+    return [run for run in r.runs if run.status == "ok"]
+
+
+def notes_of(r: Result) -> list[str]:
+    notes = []
+    if r.unavailable:
+        notes.append(f"failed: {r.unavailable} (not run)")
+    bad = [run for run in r.runs if run.status != "ok"]
+    if bad:
+        last = (bad[0].error or "").strip().splitlines()[-1:] or ["(no message)"]
+        notes.append(f"{bad[0].status}: {last[0]}")
+    notes += sorted({run.note for run in r.runs if run.note})
+    lagged = [run.lag_s for run in r.runs if run.lag_s is not None]
+    if lagged:
+        notes.append(
+            f"py-spy fell behind its rate in {len(lagged)} of {len(r.runs)} runs, "
+            f"by up to {max(lagged):.2f} s"
+        )
+    if r.stopped:
+        notes.append(r.stopped)
+    return notes
+
+
+def summarise_overhead(results: list[Result]) -> list[OverheadRow]:
+    base = next((r for r in results if r.candidate == "baseline"), None)
+    base_runs = ok_runs(base) if base else []
+
+    def by_round(runs: list[Run], value: Callable[[Run], float]) -> dict[int, float]:
+        return {run.round: value(run) for run in runs}
+
+    def med(runs: list[Run], value: Callable[[Run], float | int | None]) -> float | None:
+        return common.median([float(v) for run in runs if (v := value(run)) is not None])
+
+    rows = []
+    for r in results:
+        runs = ok_runs(r)
+        walls = [run.wall for run in runs]
+        wall = common.median(walls)
+        base_cpu = by_round(base_runs, lambda run: run.cpu)
+        rows.append(
+            OverheadRow(
+                candidate=r.candidate,
+                runs=f"{len(runs)}/{len(r.runs)}",
+                wall=wall,
+                spread=(max(walls) - min(walls)) / wall * 100 if wall and len(walls) > 1 else None,
+                cpu=med(runs, lambda run: run.cpu),
+                wall_x_base=common.paired_ratio(
+                    by_round(runs, lambda run: run.wall), by_round(base_runs, lambda run: run.wall)
+                ),
+                cpu_x_base=common.paired_ratio(by_round(runs, lambda run: run.cpu), base_cpu),
+                all_cpu_x_base=common.paired_ratio(
+                    by_round(runs, lambda run: run.total_cpu), base_cpu
+                ),
+                profiler_cpu=med(runs, lambda run: run.profiler_cpu),
+                profiler_pct_core=med(runs, lambda run: run.pct_core),
+                samples=med(runs, lambda run: run.samples),
+                samples_per_s=med(runs, lambda run: run.tick_rate),
+                missed=med(runs, lambda run: run.missed),
+                torn_or_errors=med(
+                    runs, lambda run: run.torn if run.torn is not None else run.errors
+                ),
+                note="; ".join(notes_of(r)),
+            )
+        )
+    return rows
+
+
+OVERHEAD_HEADERS = (
+    *common.TIME_HEADERS,
+    "all cpu/base",
+    "profiler cpu s",
+    "profiler % core",
+    "samples",
+    "rate Hz",
+    "missed",
+    "torn/errors",
+)
+
+
+def overhead_cells(row: OverheadRow) -> list[str]:
+    def count(x: float | None) -> str:
+        return common.big(round(x)) if x is not None else "-"
+
+    return [
+        *common.time_cells(row, 3),
+        common.num(row.all_cpu_x_base, 3),
+        common.num(row.profiler_cpu, 3),
+        common.num(row.profiler_pct_core, 2),
+        count(row.samples),
+        common.num(row.samples_per_s, 0),
+        count(row.missed),
+        count(row.torn_or_errors),
+    ]
+
+
+@dataclass
+class AccuracyRow:
+    candidate: str
+    function: str
+    runs: str
+    target: float  # the planned share, percent
+    true: float | None  # median over the runs of the measured share
+    profiled: float | None  # median of the profiled share among the three functions
+    diff: float | None  # median of the per-run (profiled - true), percentage points
+    worst: float | None  # largest |profiled - true| of any run
+    in_three: float | None  # common.median % of all samples that fell in the three functions
+    samples: float | None
+    note: str
+
+
+def summarise_accuracy(results: list[Result]) -> list[AccuracyRow]:
+    targets = {"heavy": 50.0, "medium": 30.0, "light": 20.0}
+    rows = []
+    for r in results:
+        runs = [run for run in ok_runs(r) if run.shares and run.truth]
+        notes = notes_of(r)
+        for name in SPLIT_FUNCTIONS:
+            true, profiled, diffs, in_three = [], [], [], []
+            for run in runs:
+                assert run.shares is not None and run.truth is not None
+                three = sum(run.shares.values())
+                share = 100 * run.shares[name] / three if three else 0.0
+                true.append(run.truth[name])
+                profiled.append(share)
+                diffs.append(share - run.truth[name])
+                in_three.append(three)
+            rows.append(
+                AccuracyRow(
+                    r.candidate,
+                    name,
+                    f"{len(runs)}/{len(r.runs)}",
+                    targets[name],
+                    common.median(true),
+                    common.median(profiled),
+                    common.median(diffs),
+                    max((abs(d) for d in diffs), default=None),
+                    common.median(in_three),
+                    common.median([float(run.samples) for run in runs if run.samples is not None]),
+                    "; ".join(notes) if name == SPLIT_FUNCTIONS[0] else "",
+                )
+            )
+    return rows
+
+
+ACCURACY_HEADERS = (
+    "candidate",
+    "function",
+    "runs ok",
+    "target %",
+    "true %",
+    "profiled %",
+    "diff pp",
+    "worst |diff| pp",
+    "samples in the three %",
+    "samples",
+)
+
+
+def accuracy_cells(row: AccuracyRow) -> list[str]:
+    return [
+        row.candidate,
+        row.function,
+        row.runs,
+        f"{row.target:.0f}",
+        common.num(row.true, 2),
+        common.num(row.profiled, 2),
+        common.num(row.diff, 2, "+" if row.diff is not None and row.diff >= 0 else ""),
+        common.num(row.worst, 2),
+        common.num(row.in_three, 1),
+        common.big(round(row.samples)) if row.samples is not None else "-",
+    ]
+
+
+def table(kind: str, summary: list[dict[str, Any]], text: bool) -> tuple[str, list[str]]:
+    """(the table, its notes) of a workload's summary rows."""
+    render = common.text_table if text else common.markdown_table
+    if kind == "accuracy":
+        acc = [AccuracyRow(**row) for row in summary]
+        notes = [(row.candidate, row.note) for row in acc if row.note]
+        body = render(ACCURACY_HEADERS, [accuracy_cells(row) for row in acc])
+    else:
+        over = [OverheadRow(**row) for row in summary]
+        notes = [(row.candidate, row.note) for row in over if row.note]
+        body = render(OVERHEAD_HEADERS, [overhead_cells(row) for row in over])
+    return body, [f"- `{c}`: {n}" for c, n in notes]
+
+
+# ---------------------------------------------------------------------------------------------
+# Main
+
+
+def split_workload(seconds: float) -> common.Workload:
+    return common.Workload(
+        "split", common.WORKLOADS / "split.py", lambda run_dir: ["--seconds", f"{seconds:g}"]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--workload",
+        choices=("calls", "las", "split", "all"),
+        default="all",
+        help="calls and las measure overhead, split accuracy (default: all three)",
+    )
+    parser.add_argument(
+        "--accuracy", action="store_true", help="only the accuracy run (--workload split)"
+    )
+    parser.add_argument(
+        "--candidates",
+        default="",
+        help=f"comma-separated, from: {', '.join(ALL)} (default: all that fit the workload)",
+    )
+    parser.add_argument("--py-spy", help="py-spy program (default: the one in --python's env)")
+    parser.add_argument(
+        "--split-seconds",
+        type=float,
+        help="work of the split workload, seconds (default 10, with --quick 3)",
+    )
+    common.add_common_arguments(parser, 5, 600, "sampling[-accuracy][-WORKLOAD][-quick]")
+    args = parser.parse_args(argv)
+    if args.accuracy:
+        args.workload = "split"
+    wanted = [n for n in args.candidates.split(",") if n]
+    unknown = [n for n in wanted if n not in ALL]
+    if unknown:
+        parser.error(f"unknown candidate(s): {', '.join(unknown)}")
+    session = common.Session.start(parser, args, argv or sys.argv[1:], PACKAGES)
+    common.become_subreaper()  # py-spy may exit before it has waited for its target
+    python, work, clean, report = session.python, session.work, session.clean, session.report
+    sizes = common.Sizes(0.2, 10, 10) if args.quick else common.Sizes(None, 50, None)
+    workloads = common.make_workloads(python, work, sizes)
+    seconds = args.split_seconds or (3.0 if args.quick else 10.0)
+    workloads["split"] = split_workload(seconds)
+    chosen = list(workloads) if args.workload == "all" else [args.workload]
+
+    plan: dict[str, list[Candidate]] = {}
+    for w in chosen:
+        pool = ACCURACY if w == "split" else OVERHEAD
+        plan[w] = [c for n, c in pool.items() if not wanted or n in wanted or n == "baseline"]
+    used = {c.name: c for cands in plan.values() for c in cands}
+
+    unavailable: dict[str, str] = {}
+    needs = {n for w in chosen for n in workloads[w].needs}
+    if any(c.kind == "py-spy" for c in used.values()) and not args.py_spy:
+        needs.add("py-spy")
+    for missing in common.ensure_requirements(python, needs, not args.no_setup, "sampling.py"):
+        why = f"{setup_env.REQUIREMENTS[missing].spec} is not installed (bench/setup_env.py)"
+        unavailable.update({w: why for w in chosen if missing in workloads[w].needs})
+    py_spy = args.py_spy or setup_env.script_path(python, "py-spy") or shutil.which("py-spy")
+    for c in used.values():
+        if c.kind == "py-spy" and not py_spy:
+            unavailable[c.name] = "py-spy is not installed (bench/setup_env.py)"
+    leadline = [c for c in used.values() if c.kind == "leadline"]
+    unavailable.update({n: clean(why) for n, why in check_leadline(python, leadline).items()})
+    for n, why in unavailable.items():
+        print(f"sampling.py: {n}: failed: {why}", file=sys.stderr)
+
+    report["candidates"] = {n: c.description for n, c in used.items()}
+    print(
+        f"Python {report['python']['version']} ({clean(python)}), "
+        f"py-spy {clean(py_spy or 'none')}, {args.rounds} rounds, workloads: {', '.join(chosen)}",
+        flush=True,
+    )
+
+    for wname in chosen:
+        workload = workloads[wname]
+        accuracy = wname == "split"
+        if not session.begin(workload, unavailable):
+            continue
+        results: dict[str, Result] = {}
+        for c in plan[wname]:
+            example = c.command("python", "py-spy", Path("OUT"), workload.script, ["ARGS"])
+            results[c.name] = Result(c.name, c.description, clean(" ".join(example)))
+            results[c.name].unavailable = unavailable.get(c.name)
+        # the overhead workloads start with an untimed warm-up run of the baseline
+        for rnd, n in common.interleaved(results, args.rounds, None if accuracy else "baseline"):
+            c, res = used[n], results[n]
+            run_dir = session.run_dir(wname, n, rnd)
+            out = run_dir / ("capture.lead" if c.kind == "leadline" else "profile.txt")
+            cmd = c.command(
+                python, py_spy or "py-spy", out, workload.script, workload.args(run_dir)
+            )
+            env = {"SPLIT_TRUTH": str(run_dir / "truth.json")} if accuracy else None
+            session.announce(wname, rnd, n, 20)
+            fin = common.run_once(cmd, run_dir, args.timeout, env, own_cpu=c.kind == "py-spy")
+            run = measure(c, fin, rnd, run_dir, out, python, workload.script, accuracy, clean)
+            print(
+                f" {run.status:7} wall {run.wall:7.2f} s  cpu {run.cpu:7.2f} s"
+                + (f"  profiler {run.profiler_cpu:6.3f} s" if run.profiler_cpu else "")
+                + (f"  samples {run.samples}" if run.samples is not None else ""),
+                flush=True,
+            )
+            if run.status != "ok":
+                print(f"    {(run.error or '?').splitlines()[-1]}", file=sys.stderr)
+            session.done(run_dir)
+            res.stopped = common.stop_reason(run.status, rnd)
+            if rnd > 0:
+                res.runs.append(run)
+        kind = "accuracy" if accuracy else "overhead"
+        summarise = summarise_accuracy if accuracy else summarise_overhead
+        summary = [asdict(row) for row in summarise(list(results.values()))]
+        body, notes = table(kind, summary, text=True)
+        print(f"\n{wname} ({kind}):\n{body}\n" + "\n".join(notes) + "\n", flush=True)
+        report["workloads"][wname] = {
+            "kind": kind,
+            "args": clean(" ".join(workload.args(Path("<run>")))),
+            "results": [asdict(r) for r in results.values()],
+            "summary": summary,
+        }
+
+    if not args.no_save:
+        name = args.name or (
+            "sampling"
+            + ("-accuracy" if args.workload == "split" else "")
+            + ("" if args.workload in ("all", "split") else f"-{args.workload}")
+            + ("-quick" if args.quick else "")
+        )
+        session.save(name, markdown)
+    return 0
+
+
+def markdown(report: dict[str, Any]) -> str:
+    return common.markdown_report(
+        report,
+        f"Sampling benchmark {report['name']}",
+        "the overhead workloads after one warm-up run of the baseline",
+        "ratios to the baseline are medians of each round's ratio.",
+        lambda data: table(data["kind"], data["summary"], text=False),
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
