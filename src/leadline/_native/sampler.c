@@ -112,7 +112,7 @@ typedef struct {
     FrameRef *frames;
     Pending *pending;
     uint64_t ticks, samples, missed, torn, retried, truncated;
-    uint64_t sampler_cpu_ns, t_end, last_scan_ns, rng;
+    uint64_t sampler_cpu_ns, t_end, last_scan_ns, rng, fork_ns;
     int finished, closed, fork_pending, active;
 } Sampler;
 
@@ -788,6 +788,7 @@ static void atfork_prepare(void) {
 }
 static void atfork_parent(void) {
     Sampler *S = active_sampler;
+    if (S) S->fork_ns = ll_monotonic_ns();
     if (S && S->active == 2 && !S->fork_pending) {
         ll_writer_resume(&S->w);
         start_thread(S);
@@ -997,8 +998,7 @@ static PyObject *sampler_before_fork(PyObject *self, PyObject *unused) {
 }
 
 /* After os.fork() in the parent: start the threads joined for the fork. */
-static PyObject *sampler_resume(PyObject *self, PyObject *unused) {
-    Sampler *S = (Sampler *)self;
+static void resume_now(Sampler *S) {
     pthread_mutex_lock(&sampler_lock);
     S->fork_pending = 0;
     if (S->active == 2) {
@@ -1007,6 +1007,33 @@ static PyObject *sampler_resume(PyObject *self, PyObject *unused) {
         S->active = 1;
     }
     pthread_mutex_unlock(&sampler_lock);
+}
+
+static int resume_pending(void *arg) {
+    Sampler *S = arg;
+    /* The pending call may run inside the remaining after-fork hooks; 1 ms after the fork
+     * os.fork() has long returned. */
+    if (ll_monotonic_ns() - S->fork_ns < 1000000u && Py_AddPendingCall(resume_pending, S) == 0)
+        return 0;
+    resume_now(S);
+    Py_DECREF(S);
+    return 0;
+}
+
+/* resume(later=False): 3.13 runs the after-fork hooks before it counts the process's threads
+ * for its multi-threaded-fork warning, so there the restart is a pending call of the main
+ * thread, 1 ms after the fork (the tracer waits as long, for the same reason). */
+static PyObject *sampler_resume(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"later", NULL};
+    int later = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|p", kwlist, &later)) return NULL;
+    Sampler *S = (Sampler *)self;
+    if (later) {
+        Py_INCREF(S);
+        if (Py_AddPendingCall(resume_pending, S) == 0) Py_RETURN_NONE;
+        Py_DECREF(S);
+    }
+    resume_now(S);
     Py_RETURN_NONE;
 }
 
@@ -1043,7 +1070,8 @@ static PyMethodDef sampler_methods[] = {
     {"finish", sampler_finish, METH_NOARGS, "Stop sampling; return the counters."},
     {"close", sampler_close, METH_VARARGS, "Write END and close the capture."},
     {"before_fork", sampler_before_fork, METH_NOARGS, "os.fork() is about to run."},
-    {"resume", sampler_resume, METH_NOARGS, "os.fork() returned in the parent."},
+    {"resume", (PyCFunction)(void (*)(void))sampler_resume, METH_VARARGS | METH_KEYWORDS,
+     "os.fork() returned in the parent (later: once it has returned)."},
     {"running", sampler_running, METH_NOARGS, "Sampling, and a target is alive."},
     {NULL, NULL, 0, NULL},
 };
