@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import ensure_chromium
 
 PY = sys.executable
 
@@ -75,3 +76,12 @@ def traced(
     cap = tmp_path / "out.lead"
     r = leadline("trace", "-o", cap, *opts, script, cwd=tmp_path)
     return r, cap
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The Chromium binary for the HTML report tests (installed if missing), or a skip."""
+    binary, why = ensure_chromium()
+    if binary is None:
+        pytest.skip(why)
+    return binary
