@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import ensure_chromium
 
 PY = sys.executable
 
@@ -111,3 +112,12 @@ def find_python(version: str) -> str | None:
         if ok.returncode == 0 and ok.stdout.strip() == version:
             return exe
     return None
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The Chromium binary for the HTML report tests (installed if missing), or a skip."""
+    binary, why = ensure_chromium()
+    if binary is None:
+        pytest.skip(why)
+    return binary

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import quote
 
 from browser import render_in_chromium
 from conftest import leadline, traced
@@ -46,3 +47,38 @@ def test_cli_html_report_in_chromium(tmp_path: Path) -> None:
     assert heap.console_errors == []
     assert heap.state()["metric"] == "heap"
     assert float(heap.state()["search-share"]) > 0.9
+
+
+def test_cli_sampling_html_report_in_chromium(tmp_path: Path) -> None:
+    """`leadline run` then `leadline report --html`: the flame graph of a real profile."""
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import time\n"
+        "def spin(s):\n"
+        "    t = time.time()\n"
+        "    while time.time() - t < s:\n"
+        "        pass\n"
+        "def 計算_hot():\n"
+        "    spin(0.6)\n"
+        "def cold():\n"
+        "    spin(0.2)\n"
+        "計算_hot()\n"
+        "cold()\n",
+        encoding="utf-8",
+    )
+    cap = tmp_path / "run.lead"
+    r = leadline("run", "-q", "--rate", "500", "-o", cap, script, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "flame.html"
+    h = leadline("report", cap, "--html", "-o", out, cwd=tmp_path)
+    assert h.returncode == 0, h.stderr
+    result = render_in_chromium(out, "search=" + quote("計算_hot"))
+    assert result.console_errors == []
+    assert result.element_text("ll-errors").strip() == ""
+    assert all(req.startswith("file://") for req in result.requests)
+    state = result.state()
+    names = json.loads(state["rendered-names"])
+    assert {"計算_hot", "cold", "spin"} <= set(names)
+    assert int(state["search-highlighted"]) >= 1
+    # 0.6 s of the 0.8 s run
+    assert 0.6 < float(state["search-share"]) < 0.9

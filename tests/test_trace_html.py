@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
-from browser import BrowserResult, ensure_chromium, render_in_chromium
+from browser import BrowserResult, render_in_chromium
+from htmlpage import (
+    FIRST_ROW_JS,
+    STATE_JS,
+    assert_clean,
+    assert_no_external_references,
+    assert_only_own_scripts,
+    assert_policy_allows_only_inline_code,
+    click_frame_js,
+    click_row_js,
+    embedded_json,
+    hover_frame_js,
+    rendered,
+    sort_table_js,
+)
 
 from leadline.render.trace_html import render_trace_html
 
@@ -254,27 +265,12 @@ def page(trace: dict[str, Any]) -> str:
     return render_trace_html(trace)
 
 
-def embedded_json(page: str) -> str:
-    match = re.search(r'<script type="application/json" id="ll-data">(.*?)</script>', page, re.S)
-    assert match is not None
-    return match.group(1)
-
-
-def inline_scripts(page: str) -> list[str]:
-    return re.findall(r"<script>(.*?)</script>", page, re.S)
-
-
 def test_untrusted_text_is_not_markup(page: str) -> None:
     assert HOSTILE not in page
     assert "<img" not in page.lower()
     assert "</title><script>" not in page
     assert "<!-- x -->" not in page
-    # Only the page's own three scripts: the error hook, the data and the program.
-    assert page.lower().count("<script") == 3
-    assert page.lower().count("</script") == 3
-    assert page.count("<title>") == 1
-    for ch in ("\u2028", "\u2029"):
-        assert ch not in page
+    assert_only_own_scripts(page)
 
 
 def test_embedded_data_round_trips(page: str, trace: dict[str, Any]) -> None:
@@ -285,30 +281,11 @@ def test_embedded_data_round_trips(page: str, trace: dict[str, Any]) -> None:
 
 
 def test_no_external_references(page: str) -> None:
-    urls = set(re.findall(r"https?://[^\s\"'<>)]*", page, re.I))
-    # The SVG namespace is a name that browsers never fetch.
-    assert urls <= {"http://www.w3.org/2000/svg"}
-    # Outside the data (which is text, see above), nothing refers to any resource.
-    lowered = page.replace(embedded_json(page), "").lower()
-    for pattern in (r"\bsrc\s*=", r"\bhref\s*=", r"@import", r"url\(\s*['\"]?(?!data:)"):
-        assert not re.search(pattern, lowered), pattern
-    assert "<link" not in lowered
-    assert "<iframe" not in lowered
+    assert_no_external_references(page)
 
 
 def test_content_security_policy_allows_only_the_inline_code(page: str) -> None:
-    match = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page)
-    assert match is not None
-    policy = match.group(1)
-    assert "default-src 'none'" in policy
-    assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
-    for script in inline_scripts(page):
-        digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
-        assert f"'sha256-{digest}'" in policy
-    style = re.search(r"<style>(.*?)</style>", page, re.S)
-    assert style is not None
-    digest = base64.b64encode(hashlib.sha256(style.group(1).encode()).digest()).decode()
-    assert f"style-src 'sha256-{digest}'" in policy
+    assert_policy_allows_only_inline_code(page)
 
 
 def test_odd_values() -> None:
@@ -331,14 +308,6 @@ def test_deep_tree_renders_without_recursion() -> None:
 # The page in Chromium
 
 
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    binary, why = ensure_chromium()
-    if binary is None:
-        pytest.skip(why)
-    return binary
-
-
 @pytest.fixture(scope="module")
 def page_file(page: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("html") / "trace.html"
@@ -350,22 +319,6 @@ def write_page(tmp_path: Path, data: dict[str, Any]) -> Path:
     path = tmp_path / "trace.html"
     path.write_text(render_trace_html(data), encoding="utf-8")
     return path
-
-
-def assert_clean(result: BrowserResult, page_file: Path) -> dict[str, str]:
-    """No errors anywhere, no request but the page itself; the page's state."""
-    assert result.console_errors == []
-    assert result.element_text("ll-errors").strip() == ""
-    assert {r.split("#")[0] for r in result.requests} <= {page_file.resolve().as_uri()}
-    state = result.state()
-    assert state.get("ready") == "1", state
-    return state
-
-
-def rendered(state: dict[str, str]) -> list[str]:
-    names = json.loads(state["rendered-names"])
-    assert isinstance(names, list)
-    return [str(n) for n in names]
 
 
 @pytest.fixture(scope="module")
@@ -498,35 +451,6 @@ def test_zoom_from_hash(chromium: str, page_file: Path, trace: dict[str, Any]) -
     assert UNICODE not in names and "worker-1" not in names and "recurse" not in names
 
 
-STATE_JS = (
-    "JSON.stringify(Object.assign({}, document.getElementById('ll-state').dataset,"
-    " {hash: location.hash}))"
-)
-
-
-def click_frame_js(name: str) -> str:
-    return (
-        "(function(){var fs=document.querySelectorAll('#ll-flame .ll-frame');"
-        "for (var i=0;i<fs.length;i++){var f=fs[i];"
-        f"if (f.textContent === {json.dumps(name)})"
-        "{f.dispatchEvent(new MouseEvent('click',{bubbles:true}));return true;}}"
-        "return false;})()"
-    )
-
-
-def hover_frame_js(name: str) -> str:
-    return (
-        "(function(){var fs=document.querySelectorAll('#ll-flame .ll-frame');"
-        "for (var i=0;i<fs.length;i++){var f=fs[i];"
-        f"if (f.textContent === {json.dumps(name)})"
-        "{var r=f.getBoundingClientRect();var o={bubbles:true,"
-        "clientX:r.left+r.width/2,clientY:r.top+5};"
-        "f.dispatchEvent(new MouseEvent('mouseover',o));"
-        "var t=document.getElementById('ll-tooltip');"
-        "return t.hidden ? null : t.textContent;}}return null;})()"
-    )
-
-
 def test_interactions(chromium: str, page_file: Path, trace: dict[str, Any]) -> None:
     actions = [
         # 0: zoom into load_data by clicking it
@@ -546,8 +470,8 @@ def test_interactions(chromium: str, page_file: Path, trace: dict[str, Any]) -> 
         "s.dispatchEvent(new Event('change',{bubbles:true})); return true;})()",
         STATE_JS,
         # 9: sort the table by calls
-        "document.querySelector('#ll-table th[data-key=calls]').click(); true",
-        "document.querySelector('#ll-table tbody tr').dataset.name",
+        sort_table_js("calls"),
+        FIRST_ROW_JS,
         STATE_JS,
         # 12: hover the memory chart over the biggest mover
         "(function(){var svg=document.querySelector('#ll-timeline-chart svg');"
@@ -559,7 +483,7 @@ def test_interactions(chromium: str, page_file: Path, trace: dict[str, Any]) -> 
         "document.getElementById('ll-table-more').click(); true",
         STATE_JS,
         # 15: a table row searches for its function
-        "document.querySelector('#ll-table tbody tr[data-name=fetch_batch]').click(); true",
+        click_row_js("fetch_batch"),
         STATE_JS,
     ]
     result = render_in_chromium(page_file, "", actions)

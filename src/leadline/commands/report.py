@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
         dest="format",
         action="store_const",
         const="html",
-        help="self-contained HTML page: memory timeline and flame graph",
+        help="self-contained HTML page: flame graph (and, for a trace, the memory timeline)",
     )
     fmt.add_argument(
         "--format", dest="format", choices=sorted(all_renderers()), help="any output format"

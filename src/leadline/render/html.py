@@ -1,4 +1,5 @@
-"""`report --html`: a self-contained page with the memory timeline and a flame graph."""
+"""`report --html`: a self-contained page: for a trace the memory timeline and a flame graph,
+for a sampling profile its flame graph."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from typing import IO
 
 from ..analysis import analyse, to_json
 from ..capture import Capture
-from .base import Renderer, RenderOptions, register
+from ..sampling import load_profile
+from .base import Renderer, RenderOptions, is_sampling, register
+from .sample_html import render_sample_html
 from .trace_html import render_trace_html
 
 
@@ -17,4 +20,7 @@ class HtmlReport(Renderer):
     description = "self-contained HTML: memory timeline and flame graph"
 
     def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
+        if is_sampling(cap):
+            out.write(render_sample_html(load_profile(cap, options.progress)))
+            return
         out.write(render_trace_html(to_json(analyse(cap, options.progress), None, options.sort)))

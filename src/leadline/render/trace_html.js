@@ -1,4 +1,5 @@
-/* leadline trace report: everything the page does once its data is in.
+/* leadline trace report: everything the page does once its data is in.  The shared helpers
+ * (formatting, tooltip, table, the flame graph) are in html_page.js, reached through LL.
  *
  * Untrusted text (function names, files, argv, thread names) only ever reaches the page through
  * textContent or SVG text nodes, never as markup.  Trees are walked with explicit queues and
@@ -7,92 +8,10 @@
 (function () {
   'use strict';
 
-  var doc = document;
-  var SVG_NS = 'http://www.w3.org/2000/svg'; /* a namespace name, never fetched */
-
-  function byId(id) { return doc.getElementById(id); }
-
-  function el(tag, cls, text) {
-    var e = doc.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined && text !== null) e.textContent = String(text);
-    return e;
-  }
-
-  function svgEl(tag, attrs, text) {
-    var e = doc.createElementNS(SVG_NS, tag);
-    if (attrs) {
-      for (var k in attrs) {
-        if (Object.prototype.hasOwnProperty.call(attrs, k)) e.setAttribute(k, String(attrs[k]));
-      }
-    }
-    if (text !== undefined && text !== null) e.textContent = String(text);
-    return e;
-  }
-
-  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
-
-  function reportError(where, err) {
-    var text = where + ': ' + (err && err.stack ? err.stack : String(err));
-    if (typeof window.llReportError === 'function') window.llReportError(text);
-    if (window.console && console.error) console.error(text);
-  }
-
-  function guard(where, fn) {
-    try { fn(); } catch (err) { reportError(where, err); }
-  }
-
-  /* ---------- values and formatting ---------- */
-
-  function num(x) {
-    var v = typeof x === 'number' ? x : Number(x);
-    return isFinite(v) ? v : 0;
-  }
-
-  function str(x) { return x === null || x === undefined ? '' : String(x); }
-
-  function fmtBytes(b, signed) {
-    b = num(b);
-    var a = Math.abs(b);
-    var units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-    var i = 0;
-    while (a >= 1024 && i < units.length - 1) { a /= 1024; i++; }
-    var s = i === 0 ? String(Math.round(a)) : a.toFixed(a >= 100 ? 0 : a >= 10 ? 1 : 2);
-    var sign = b < 0 ? '-' : (signed && b > 0 ? '+' : '');
-    return sign + s + ' ' + units[i];
-  }
-
-  function fmtNs(ns) {
-    ns = num(ns);
-    var a = Math.abs(ns);
-    var sign = ns < 0 ? '-' : '';
-    if (a < 1e3) return sign + Math.round(a) + ' ns';
-    if (a < 1e6) return sign + (a / 1e3).toFixed(a < 1e4 ? 2 : a < 1e5 ? 1 : 0) + ' µs';
-    if (a < 1e9) return sign + (a / 1e6).toFixed(a < 1e7 ? 2 : a < 1e8 ? 1 : 0) + ' ms';
-    if (a < 60e9) return sign + (a / 1e9).toFixed(a < 1e10 ? 3 : 2) + ' s';
-    var m = Math.floor(a / 60e9);
-    return sign + m + ' min ' + ((a - m * 60e9) / 1e9).toFixed(1) + ' s';
-  }
-
-  function fmtCount(n) {
-    n = Math.round(num(n));
-    var s = String(Math.abs(n));
-    var out = '';
-    while (s.length > 3) { out = ',' + s.slice(-3) + out; s = s.slice(0, -3); }
-    return (n < 0 ? '-' : '') + s + out;
-  }
-
-  function fmtPct(part, whole) {
-    if (!(whole > 0)) return '-';
-    var p = 100 * part / whole;
-    if (p > 0 && p < 0.1) return '<0.1%';
-    return p.toFixed(p >= 10 ? 1 : 2) + '%';
-  }
-
-  function shortText(s, max) {
-    s = str(s);
-    return s.length > max ? s.slice(0, Math.max(1, max - 1)) + '…' : s;
-  }
+  var byId = LL.byId, el = LL.el, svgEl = LL.svgEl, clear = LL.clear, guard = LL.guard;
+  var num = LL.num, str = LL.str, obj = LL.obj, arr = LL.arr;
+  var fmtBytes = LL.fmtBytes, fmtNs = LL.fmtNs, fmtCount = LL.fmtCount, fmtPct = LL.fmtPct;
+  var shortText = LL.shortText, showTip = LL.showTip, hideTip = LL.hideTip;
 
   /* ---------- metrics ---------- */
 
@@ -129,15 +48,7 @@
 
   /* ---------- the data ---------- */
 
-  var data = {};
-  (function () {
-    var holder = byId('ll-data');
-    var parsed = holder ? JSON.parse(holder.textContent || '{}') : {};
-    if (parsed && typeof parsed === 'object') data = parsed;
-  })();
-
-  function obj(x) { return x && typeof x === 'object' && !Array.isArray(x) ? x : {}; }
-  function arr(x) { return Array.isArray(x) ? x : []; }
+  var data = LL.loadData();
 
   var meta = obj(data.meta);
   var summary = obj(data.summary);
@@ -285,138 +196,36 @@
       }
       sorted[i] = list;
     }
-    weightCache[metric] = { w: w, children: sorted, total: w[0] };
+    weightCache[metric] = { w: w, kids: function (n) { return sorted[n]; }, total: w[0] };
     return weightCache[metric];
   }
 
   /* ---------- state, and the URL hash ---------- */
 
-  var state = {
-    metric: 'time',
-    search: '',
-    zoom: 0,
-    sortKey: null,
-    sortDesc: true,
-    showAllRows: false
-  };
-  var searchResult = { flags: null, matches: 0, share: 0, weight: 0 };
-
-  function readHash() {
-    var h = str(location.hash).replace(/^#/, '');
-    var out = {};
-    if (!h) return out;
-    h.split('&').forEach(function (part) {
-      if (!part) return;
-      var eq = part.indexOf('=');
-      var key = eq < 0 ? part : part.slice(0, eq);
-      var val = eq < 0 ? '' : part.slice(eq + 1);
-      try {
-        key = decodeURIComponent(key.replace(/\+/g, ' '));
-        val = decodeURIComponent(val.replace(/\+/g, ' '));
-      } catch (e) {
-        return;
-      }
-      out[key] = val;
-    });
-    return out;
-  }
+  var state = { metric: 'time' };
+  var table = LL.tableState();
 
   function writeHash() {
-    var parts = [];
-    if (state.search) parts.push('search=' + encodeURIComponent(state.search));
+    var parts = flame.hashParts();
     if (state.metric !== 'time') parts.push('metric=' + state.metric);
-    if (state.zoom !== 0) parts.push('zoom=' + encodeURIComponent(tree.keyOf[state.zoom]));
-    if (state.sortKey) parts.push('sort=' + state.sortKey + (state.sortDesc ? '' : '-asc'));
-    var h = parts.length ? '#' + parts.join('&') : '';
-    try {
-      history.replaceState(null, '', h || location.pathname + location.search);
-    } catch (e) {
-      /* Some file:// setups refuse it; the hash is only a convenience. */
-    }
-  }
-
-  function findKey(key) {
-    for (var i = 0; i < tree.count; i++) if (tree.keyOf[i] === key) return i;
-    return -1;
+    LL.writeHash(parts.concat(LL.sortToHash(table)));
   }
 
   function applyHash() {
-    var h = readHash();
+    var h = LL.readHash();
     if (h.metric !== undefined) {
       var m = metricName(h.metric);
       if (m) state.metric = m;
     }
-    state.search = h.search !== undefined ? h.search : '';
-    state.zoom = 0;
-    if (h.zoom !== undefined) {
-      var z = findKey(h.zoom);
-      if (z >= 0 && tree.depth[z] >= 0) state.zoom = z;
-    }
-    state.sortKey = null;
-    state.sortDesc = true;
-    if (h.sort) {
-      var s = h.sort.replace(/-asc$/, '');
-      if (TABLE_COLUMNS.some(function (c) { return c.key === s; })) {
-        state.sortKey = s;
-        state.sortDesc = !/-asc$/.test(h.sort);
-      }
-    }
+    flame.fromHash(h);
+    LL.sortFromHash(table, h.sort, TABLE_COLUMNS);
   }
-
-  /* ---------- tooltip ---------- */
-
-  var tip = byId('ll-tooltip');
-
-  function showTip(ev, lines) {
-    clear(tip);
-    lines.forEach(function (line) {
-      if (line === '-') { tip.appendChild(el('div', 'll-tip-sep')); return; }
-      var cls = line.cls || '';
-      tip.appendChild(el('div', cls, line.text !== undefined ? line.text : line));
-    });
-    tip.hidden = false;
-    moveTip(ev);
-  }
-
-  function moveTip(ev) {
-    if (tip.hidden) return;
-    var pad = 14;
-    var w = tip.offsetWidth;
-    var h = tip.offsetHeight;
-    var x = ev.clientX + pad;
-    var y = ev.clientY + pad;
-    if (x + w > window.innerWidth - 4) x = Math.max(4, ev.clientX - pad - w);
-    if (y + h > window.innerHeight - 4) y = Math.max(4, ev.clientY - pad - h);
-    tip.style.left = x + 'px';
-    tip.style.top = y + 'px';
-  }
-
-  function hideTip() { tip.hidden = true; }
 
   /* ---------- header ---------- */
 
-  function shellQuote(arg) {
-    arg = str(arg);
-    if (arg !== '' && /^[A-Za-z0-9_\/.,:=@%+-]+$/.test(arg)) return arg;
-    return "'" + arg.replace(/'/g, "'\\''") + "'";
-  }
-
   function renderHeader() {
-    var argv = arr(meta.argv).map(str);
-    var command = argv.length ? argv.map(shellQuote).join(' ') : '(unknown program)';
-    byId('ll-argv').textContent = command;
-    doc.title = 'leadline: ' + shortText(argv.length ? argv.join(' ') : 'trace', 120);
-
-    var facts = byId('ll-facts');
-    clear(facts);
-    function fact(label, value, title) {
-      var d = el('div');
-      d.appendChild(el('dt', '', label));
-      var dd = el('dd', '', value);
-      if (title) dd.title = title;
-      d.appendChild(dd);
-      facts.appendChild(d);
-    }
+    LL.showArgv(meta.argv, 'trace');
+    var fact = LL.facts();
     fact('Python', str(meta.python_version) || '?');
     fact('Duration', fmtNs(summary.duration_ns));
     var ev = fmtCount(summary.events);
@@ -430,21 +239,9 @@
     if (meta.pid !== undefined || meta.host !== undefined) {
       fact('Process', 'pid ' + str(meta.pid) + (meta.host ? ' on ' + str(meta.host) : ''));
     }
-    var startNs = num(meta.start_unix_ns);
-    if (startNs > 0) {
-      var when = new Date(startNs / 1e6);
-      if (!isNaN(when.getTime())) {
-        fact('Started', when.toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC'));
-      }
-    }
-    var warn = byId('ll-warning');
-    if (summary.complete === false) {
-      warn.textContent = 'Warning: the capture was not stopped cleanly (the program may have ' +
-        'crashed or been killed); the trace is incomplete and the numbers may be partial.';
-      warn.hidden = false;
-    } else {
-      warn.hidden = true;
-    }
+    var started = LL.startedAt(meta.start_unix_ns);
+    if (started) fact('Started', started);
+    LL.showWarning(summary.complete === false, 'trace');
   }
 
   /* ---------- memory timeline ---------- */
@@ -682,225 +479,51 @@
 
   /* ---------- flame graph ---------- */
 
-  var ROW_H = 18;
-  var MAX_FRAMES = 60000;
-  var frames = [];
-  var flameInfo = { frames: 0, names: [], highlighted: 0, truncated: false, depth: 0 };
-
-  function hashString(s) {
-    var h = 2166136261;
-    for (var i = 0; i < s.length; i++) {
-      h ^= s.charCodeAt(i);
-      h = Math.imul(h, 16777619);
-    }
-    return h >>> 0;
-  }
-
   function frameColor(n) {
     var kind = tree.kindOf[n];
     if (kind === 'root') return '#cfd5dd';
     if (kind === 'thread') return '#c5d3ea';
-    var h = hashString(tree.names[n] + '\u0000' + str(tree.funcOf[n].file));
-    if (kind === 'c') return 'hsl(' + (195 + h % 35) + ',55%,' + (72 + (h >> 8) % 10) + '%)';
-    return 'hsl(' + (8 + h % 42) + ',82%,' + (62 + (h >> 8) % 12) + '%)';
+    return LL.frameColor(tree.names[n] + '\u0000' + str(tree.funcOf[n].file), kind === 'c');
   }
 
-  function layoutFlame(width) {
-    var wt = weightsFor(state.metric);
-    var w = wt.w;
-    var out = [];
-    var truncated = false;
-    var focus = state.zoom;
-    // The focused frame's ancestors, full width, above it.
-    var path = [];
-    for (var a = focus; a >= 0; a = tree.parentOf[a]) path.push(a);
-    path.reverse();
-    for (var i = 0; i < path.length - 1; i++) {
-      out.push({ n: path[i], x: 0, w: width, d: i, ancestor: true, merged: 0 });
-    }
-    var queue = [{ n: focus, x: 0, w: width, d: path.length - 1 }];
-    for (var head = 0; head < queue.length; head++) {
-      var item = queue[head];
-      if (out.length >= MAX_FRAMES) { truncated = true; break; }
-      out.push({ n: item.n, x: item.x, w: item.w, d: item.d, ancestor: false, merged: 0 });
-      var kids = wt.children[item.n];
-      if (!kids.length) continue;
-      var sum = 0;
-      var k;
-      for (k = 0; k < kids.length; k++) sum += w[kids[k]];
-      var denom = Math.max(w[item.n], sum);
-      if (!(denom > 0)) continue;
-      var x = item.x;
-      var mergedW = 0;
-      var mergedN = 0;
-      var mergedX = 0;
-      for (k = 0; k < kids.length; k++) {
-        var c = kids[k];
-        if (!(w[c] > 0)) continue;
-        var cw = item.w * w[c] / denom;
-        if (cw >= 1) {
-          queue.push({ n: c, x: x, w: cw, d: item.d + 1 });
-        } else {
-          if (!mergedN) mergedX = x;
-          mergedN++;
-          mergedW += cw;
-        }
-        x += cw;
-      }
-      if (mergedN && mergedW >= 1) {
-        out.push({ n: item.n, x: mergedX, w: mergedW, d: item.d + 1, ancestor: false, merged: mergedN });
-      }
-    }
-    return { frames: out, truncated: truncated };
-  }
-
-  function renderFlame() {
-    var host = byId('ll-flame');
-    hideTip();
-    clear(host);
-    var width = Math.max(200, host.clientWidth || 900);
-    var laid = layoutFlame(width);
-    frames = laid.frames;
-    var flags = state.search ? searchResult.flags : null;
-    host.classList.toggle('ll-searching', !!state.search);
-    var frag = doc.createDocumentFragment();
-    var maxD = 0;
-    var highlighted = 0;
-    var names = [];
-    var seen = new Set();
-    for (var i = 0; i < frames.length; i++) {
-      var f = frames[i];
-      var n = f.n;
-      var div = doc.createElement('div');
-      var cls = 'll-frame';
-      if (f.merged) {
-        cls += ' ll-merged';
-      } else {
-        if (!tree.rawOf[n]) cls += ' ll-synthetic';
-        if (f.ancestor) cls += ' ll-ancestor';
-        if (flags && flags[n]) { cls += ' ll-match'; highlighted++; }
-        if (names.length < 200 && !seen.has(tree.names[n])) {
-          seen.add(tree.names[n]);
-          names.push(tree.names[n]);
-        }
-      }
-      div.className = cls;
-      div.style.left = f.x.toFixed(2) + 'px';
-      div.style.width = Math.max(1, f.w).toFixed(2) + 'px';
-      div.style.top = (f.d * ROW_H) + 'px';
-      div.style.background = f.merged ? '#d9dde3' : frameColor(n);
-      div.dataset.i = String(i);
-      if (f.w >= 28) {
-        div.textContent = f.merged ? f.merged + ' small' : tree.names[n];
-      }
-      frag.appendChild(div);
-      if (f.d > maxD) maxD = f.d;
-    }
-    host.style.height = ((maxD + 1) * ROW_H + 2) + 'px';
-    host.appendChild(frag);
-    if (!tree.realCount) {
-      host.style.height = 'auto';
-      host.appendChild(el('div', 'll-empty', 'No calls were recorded.'));
-    }
-    flameInfo = {
-      frames: frames.length, names: names, highlighted: highlighted,
-      truncated: laid.truncated, depth: maxD + 1
-    };
-    var note = byId('ll-flame-note');
-    note.textContent = laid.truncated ?
-      'Only the first ' + fmtCount(MAX_FRAMES) + ' frames are drawn; zoom in to see the rest.' : '';
-    var zoomInfo = byId('ll-zoom-info');
-    byId('ll-reset').disabled = state.zoom === 0;
-    zoomInfo.textContent = state.zoom === 0 ? '' : 'zoomed into ' + shortText(tree.names[state.zoom], 60);
-    byId('ll-total').textContent = METRICS[state.metric].label + ' total: ' +
-      METRICS[state.metric].fmt(weightsFor(state.metric).total);
-  }
-
-  function frameTip(ev, f) {
-    var n = f.n;
-    var m = METRICS[state.metric];
-    var wt = weightsFor(state.metric);
-    var lines = [];
-    if (f.merged) {
-      lines.push({ text: f.merged + ' frames too narrow to draw', cls: 'll-tip-title' });
-      lines.push({ text: 'called from ' + tree.names[n], cls: 'll-tip-sub' });
-      showTip(ev, lines);
-      return;
-    }
-    var value = wt.w[n];
-    lines.push({ text: tree.names[n], cls: 'll-tip-title' });
+  function describe(n) {
     var raw = tree.rawOf[n];
-    if (raw) {
-      var where = funcWhere(tree.funcOf[n]);
-      if (where) lines.push({ text: where, cls: 'll-tip-sub' });
-    } else if (tree.kindOf[n] === 'thread') {
-      lines.push({ text: 'thread ' + tree.threadOf[n], cls: 'll-tip-sub' });
-    } else {
-      lines.push({ text: 'the whole program', cls: 'll-tip-sub' });
+    if (!raw) {
+      return { sub: [tree.kindOf[n] === 'thread' ? 'thread ' + tree.threadOf[n] : 'the whole program'] };
     }
-    lines.push('-');
-    lines.push(m.label + ': ' + m.fmt(value) + ' (' + fmtPct(value, wt.total) + ' of total)');
-    if (raw) {
-      lines.push('calls: ' + fmtCount(raw.calls));
-      lines.push('time ' + fmtNs(raw.incl_ns) + ' (self ' + fmtNs(raw.self_ns) + ')');
-      lines.push('heap ' + fmtBytes(raw.incl_heap) + ' (self ' + fmtBytes(raw.self_heap) + ')');
-      lines.push('RSS Δ ' + fmtBytes(raw.incl_rss, true) + ' (self ' + fmtBytes(raw.self_rss, true) +
-        '), peak growth ' + fmtBytes(raw.peak_growth));
-      if (tree.perThread) lines.push({ text: 'thread ' + threadLabel(tree.threadOf[n]), cls: 'll-tip-sub' });
-    }
-    lines.push({ text: f.ancestor || n === state.zoom ? 'click to zoom out to here' : 'click to zoom in', cls: 'll-tip-sub' });
-    showTip(ev, lines);
+    var where = funcWhere(tree.funcOf[n]);
+    var extra = [
+      'calls: ' + fmtCount(raw.calls),
+      'time ' + fmtNs(raw.incl_ns) + ' (self ' + fmtNs(raw.self_ns) + ')',
+      'heap ' + fmtBytes(raw.incl_heap) + ' (self ' + fmtBytes(raw.self_heap) + ')',
+      'RSS Δ ' + fmtBytes(raw.incl_rss, true) + ' (self ' + fmtBytes(raw.self_rss, true) +
+        '), peak growth ' + fmtBytes(raw.peak_growth)
+    ];
+    if (tree.perThread) extra.push({ text: 'thread ' + threadLabel(tree.threadOf[n]), cls: 'll-tip-sub' });
+    return { sub: where ? [where] : [], extra: extra };
   }
 
-  function frameAt(target) {
-    var node = target && target.closest ? target.closest('.ll-frame') : null;
-    if (!node || !node.dataset.i) return null;
-    return frames[Number(node.dataset.i)] || null;
-  }
-
-  /* ---------- search ---------- */
-
-  function computeSearch() {
-    var q = state.search.toLowerCase();
-    if (!q) { searchResult = { flags: null, matches: 0, share: 0, weight: 0 }; return; }
-    var flags = new Uint8Array(tree.count);
-    var matches = 0;
-    var order = tree.order;
-    var i;
-    for (i = 0; i < order.length; i++) {
-      var n = order[i];
-      if (tree.rawOf[n] && tree.names[n].toLowerCase().indexOf(q) >= 0) {
-        flags[n] = 1;
-        matches++;
-      }
+  var flame = LL.flameView(tree, {
+    weights: function () { return weightsFor(state.metric); },
+    metric: function () { return METRICS[state.metric]; },
+    real: function (n) { return !!tree.rawOf[n]; },
+    matches: function (n, q) {
+      return tree.names[n].toLowerCase().indexOf(q) >= 0 ||
+        str(tree.funcOf[n].file).toLowerCase().indexOf(q) >= 0;
+    },
+    color: frameColor,
+    key: function (n) { return tree.keyOf[n]; },
+    find: function (key) {
+      for (var i = 0; i < tree.count; i++) if (tree.keyOf[i] === key && tree.depth[i] >= 0) return i;
+      return -1;
+    },
+    describe: describe,
+    emptyText: 'No calls were recorded.',
+    changed: function (what) {
+      writeHash();
+      refresh({ table: what === 'search' });
     }
-    // The matched share counts each matched subtree once, however often the match recurs in it.
-    var wt = weightsFor(state.metric);
-    var covered = new Uint8Array(tree.count);
-    var weight = 0;
-    for (i = 0; i < order.length; i++) {
-      var m = order[i];
-      var p = tree.parentOf[m];
-      var above = p >= 0 ? covered[p] : 0;
-      if (flags[m] && !above) weight += wt.w[m];
-      covered[m] = above || flags[m];
-    }
-    searchResult = {
-      flags: flags, matches: matches, weight: weight,
-      share: wt.total > 0 ? weight / wt.total : 0
-    };
-  }
-
-  function renderSearchInfo() {
-    var info = byId('ll-search-info');
-    info.classList.toggle('ll-has-matches', !!state.search && searchResult.matches > 0);
-    if (!state.search) { info.textContent = ''; return; }
-    if (!searchResult.matches) { info.textContent = 'no matching frames'; return; }
-    var m = METRICS[state.metric];
-    info.textContent = fmtCount(searchResult.matches) + ' matching frame' +
-      (searchResult.matches === 1 ? '' : 's') + ': ' + m.fmt(searchResult.weight) + ', ' +
-      fmtPct(searchResult.weight, weightsFor(state.metric).total) + ' of ' + m.label.toLowerCase();
-  }
+  });
 
   /* ---------- functions table ---------- */
 
@@ -928,71 +551,38 @@
   }
 
   function renderTable() {
-    var table = byId('ll-table');
-    clear(table);
-    var sortKey = state.sortKey || METRICS[state.metric].fnKey;
-    var desc = state.sortDesc;
-    var col = null;
-    TABLE_COLUMNS.forEach(function (c) { if (c.key === sortKey) col = c; });
-    var funcs = arr(data.functions).map(obj);
+    var sortKey = table.key || METRICS[state.metric].fnKey;
     var total = weightsFor(state.metric).total;
-    var keyed = funcs.map(function (f, i) { return { f: f, v: cellValue(f, sortKey), i: i }; });
-    keyed.sort(function (a, b) {
-      var r;
-      if (col && col.kind === 'text') r = a.v < b.v ? -1 : a.v > b.v ? 1 : 0;
-      else r = a.v - b.v;
-      if (desc) r = -r;
-      return r || a.i - b.i;
-    });
-    var thead = el('thead');
-    var hr = el('tr');
-    TABLE_COLUMNS.forEach(function (c) {
-      var th = el('th', (c.left ? 'll-left' : '') + (c.key === sortKey ? ' ll-sorted' : ''), c.label);
-      if (c.key === sortKey) th.textContent += desc ? ' ▼' : ' ▲';
-      th.dataset.key = c.key;
-      th.title = c.key === 'share' ?
-        'Share of the total ' + METRICS[state.metric].label.toLowerCase() + '; click to sort' :
-        'Sort by ' + c.label.toLowerCase();
-      hr.appendChild(th);
-    });
-    thead.appendChild(hr);
-    table.appendChild(thead);
-    var tbody = el('tbody');
-    var shown = state.showAllRows ? keyed.length : Math.min(keyed.length, TABLE_LIMIT);
-    var q = state.search;
-    for (var r = 0; r < shown; r++) {
-      var f = keyed[r].f;
-      var tr = el('tr');
-      tr.dataset.name = funcName(f);
-      if (q && funcName(f) === q) tr.className = 'll-selected';
-      TABLE_COLUMNS.forEach(function (c) {
-        var td;
-        if (c.key === 'name') {
-          td = el('td', 'll-left ll-name', funcName(f));
-          td.title = funcName(f);
-          if (str(f.kind) === 'c') td.appendChild(el('span', 'll-kind', 'C'));
-        } else if (c.key === 'file') {
-          td = el('td', 'll-left ll-file', funcWhere(f));
-          td.title = funcWhere(f);
-        } else {
-          var v = cellValue(f, c.key);
-          var text = c.kind === 'ns' ? fmtNs(v) : c.kind === 'count' ? fmtCount(v) :
-            c.kind === 'pct' ? fmtPct(Math.max(v, 0), total) :
-              fmtBytes(v, c.kind === 'signed');
-          td = el('td', c.kind === 'signed' ? (v < 0 ? 'll-neg' : v > 0 ? 'll-pos' : '') : '', text);
-        }
-        tr.appendChild(td);
+    var columns = TABLE_COLUMNS.map(function (c) {
+      if (c.key !== 'share') return c;
+      return Object.assign({}, c, {
+        title: 'Share of the total ' + METRICS[state.metric].label.toLowerCase() + '; click to sort'
       });
-      tbody.appendChild(tr);
-    }
-    table.appendChild(tbody);
-    var more = byId('ll-table-more');
-    more.hidden = keyed.length <= TABLE_LIMIT;
-    more.textContent = state.showAllRows ? 'Show top ' + TABLE_LIMIT : 'Show all ' + fmtCount(keyed.length);
-    byId('ll-table-note').textContent = keyed.length ?
-      'Showing ' + fmtCount(shown) + ' of ' + fmtCount(keyed.length) + ' functions; click a row to find it in the flame graph.' :
-      'No functions were recorded.';
-    tableInfo = { rows: shown, sort: sortKey + (desc ? '' : '-asc') };
+    });
+    var shown = LL.renderTable(byId('ll-table'), {
+      columns: columns,
+      rows: arr(data.functions).map(obj),
+      table: table,
+      sortKey: sortKey,
+      limit: TABLE_LIMIT,
+      noun: 'functions',
+      value: cellValue,
+      name: funcName,
+      selected: function (f) { return !!flame.search && funcName(f) === flame.search; },
+      cell: function (f, c) {
+        if (c.key === 'name') {
+          return { text: funcName(f), cls: 'll-name', title: funcName(f), badge: str(f.kind) === 'c' ? 'C' : '' };
+        }
+        if (c.key === 'file') return { text: funcWhere(f), cls: 'll-file', title: funcWhere(f) };
+        var v = cellValue(f, c.key);
+        if (c.kind === 'signed') return { text: fmtBytes(v, true), cls: v < 0 ? 'll-neg' : v > 0 ? 'll-pos' : '' };
+        return {
+          text: c.kind === 'ns' ? fmtNs(v) : c.kind === 'count' ? fmtCount(v) :
+            c.kind === 'pct' ? fmtPct(Math.max(v, 0), total) : fmtBytes(v)
+        };
+      }
+    });
+    tableInfo = { rows: shown, sort: sortKey + (table.desc ? '' : '-asc') };
   }
 
   /* ---------- state for tests and tools ---------- */
@@ -1000,17 +590,7 @@
   function writeState() {
     var s = byId('ll-state');
     s.setAttribute('data-metric', state.metric);
-    s.setAttribute('data-total', String(weightsFor(state.metric).total));
-    s.setAttribute('data-frames', String(flameInfo.frames));
-    s.setAttribute('data-depth', String(flameInfo.depth));
-    s.setAttribute('data-truncated', flameInfo.truncated ? '1' : '0');
-    s.setAttribute('data-rendered-names', JSON.stringify(flameInfo.names));
-    s.setAttribute('data-search', state.search);
-    s.setAttribute('data-search-matches', String(state.search ? searchResult.matches : 0));
-    s.setAttribute('data-search-highlighted', String(flameInfo.highlighted));
-    s.setAttribute('data-search-share', String(state.search ? searchResult.share : 0));
-    s.setAttribute('data-zoom', tree.keyOf[state.zoom]);
-    s.setAttribute('data-zoom-name', tree.names[state.zoom]);
+    flame.writeState(s);
     s.setAttribute('data-timeline-points', String(timelineInfo.points));
     s.setAttribute('data-movers', String(timelineInfo.movers));
     s.setAttribute('data-mover-labels', JSON.stringify(timelineInfo.labels));
@@ -1021,112 +601,43 @@
 
   /* ---------- wiring ---------- */
 
-  function syncControls() {
-    byId('ll-metric').value = state.metric;
-    var box = byId('ll-search');
-    if (box.value !== state.search) box.value = state.search;
-  }
-
   function refresh(parts) {
-    if (parts.search) guard('search', computeSearch);
-    if (parts.flame) guard('flame graph', renderFlame);
-    if (parts.search || parts.flame) guard('search', renderSearchInfo);
+    if (parts.flame) flame.update();
     if (parts.table) guard('table', renderTable);
     if (parts.timeline) guard('timeline', renderTimeline);
     guard('state', writeState);
   }
 
   function refreshAll() {
-    syncControls();
-    refresh({ search: true, flame: true, table: true, timeline: true });
+    byId('ll-metric').value = state.metric;
+    byId('ll-search').value = flame.search;
+    refresh({ flame: true, table: true, timeline: true });
   }
 
   function setMetric(m) {
     if (!METRICS[m] || m === state.metric) return;
     state.metric = m;
-    state.sortKey = null;
-    state.sortDesc = true;
-    syncControls();
+    table.key = null;
+    table.desc = true;
     writeHash();
-    refresh({ search: true, flame: true, table: true });
-  }
-
-  function setSearch(q) {
-    state.search = q;
-    syncControls();
-    writeHash();
-    refresh({ search: true, flame: true, table: true });
-  }
-
-  function setZoom(n) {
-    state.zoom = n;
-    writeHash();
-    refresh({ flame: true });
+    refresh({ flame: true, table: true });
   }
 
   function wire() {
     var select = byId('ll-metric');
-    METRIC_ORDER.forEach(function (k) {
-      var o = el('option', '', METRICS[k].label);
-      o.value = k;
-      select.appendChild(o);
-    });
+    LL.fillSelect(select, METRIC_ORDER.map(function (k) { return [k, METRICS[k].label]; }));
     select.addEventListener('change', function () { setMetric(select.value); });
-    var search = byId('ll-search');
-    search.addEventListener('input', function () { setSearch(search.value); });
-    search.addEventListener('keydown', function (ev) {
-      if (ev.key === 'Escape') { search.value = ''; setSearch(''); }
-    });
-    byId('ll-reset').addEventListener('click', function () { setZoom(0); });
-
-    var flame = byId('ll-flame');
-    flame.addEventListener('mouseover', function (ev) {
-      var f = frameAt(ev.target);
-      if (f) frameTip(ev, f); else hideTip();
-    });
-    flame.addEventListener('mousemove', moveTip);
-    flame.addEventListener('mouseleave', hideTip);
-    flame.addEventListener('click', function (ev) {
-      var f = frameAt(ev.target);
-      if (!f || f.merged) return;
-      setZoom(f.n === state.zoom && !f.ancestor ? (tree.parentOf[f.n] >= 0 ? tree.parentOf[f.n] : 0) : f.n);
-    });
-
-    var table = byId('ll-table');
-    table.addEventListener('click', function (ev) {
-      var th = ev.target.closest ? ev.target.closest('th') : null;
-      if (th && th.dataset.key) {
-        var key = th.dataset.key;
-        var current = state.sortKey || METRICS[state.metric].fnKey;
-        if (key === current) state.sortDesc = !state.sortDesc;
-        else state.sortDesc = !(key === 'name' || key === 'file');
-        state.sortKey = key;
-        writeHash();
-        refresh({ table: true });
-        return;
-      }
-      var tr = ev.target.closest ? ev.target.closest('tbody tr') : null;
-      if (tr && tr.dataset.name !== undefined) {
-        setSearch(state.search === tr.dataset.name ? '' : tr.dataset.name);
-      }
-    });
-    byId('ll-table-more').addEventListener('click', function () {
-      state.showAllRows = !state.showAllRows;
+    LL.wireTable(byId('ll-table'), table, TABLE_COLUMNS, function () {
+      return METRICS[state.metric].fnKey;
+    }, flame, function () {
+      writeHash();
       refresh({ table: true });
     });
-
     window.addEventListener('hashchange', function () {
       applyHash();
       refreshAll();
     });
-    var pending = 0;
-    var lastWidth = window.innerWidth;
-    window.addEventListener('resize', function () {
-      if (window.innerWidth === lastWidth) return;
-      lastWidth = window.innerWidth;
-      clearTimeout(pending);
-      pending = setTimeout(function () { refresh({ flame: true, timeline: true }); }, 120);
-    });
+    LL.onResize(function () { refresh({ flame: true, timeline: true }); });
   }
 
   guard('header', renderHeader);

@@ -1,127 +1,37 @@
 """The HTML report of a per-call memory and time trace.
 
 :func:`render_trace_html` turns the report's JSON document (what ``leadline report --json``
-prints for a trace) into one self-contained page: inline CSS and JavaScript, the data embedded
-as JSON, no request of any kind when it is opened (from ``file://``, offline).
-
-Everything in the data that comes from the profiled program (function and file names, argv,
-thread names, labels) is untrusted.  It goes into the page only as JSON inside a
-``<script type="application/json">`` element, with ``<``, ``>``, ``&``, U+2028 and U+2029
-escaped so that nothing in it can end the element or be read as markup, and the page's script
-shows it only through ``textContent``.  A Content-Security-Policy that allows exactly the
-page's own inline script and style (by hash) and nothing else backs this up.
+prints for a trace) into one self-contained page with a memory timeline, a flame graph and a
+table of functions (see :mod:`.html_page` for what every report page shares, and how
+untrusted names are kept out of the markup).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 from collections.abc import Mapping
-from functools import cache
-from pathlib import Path
 from typing import Any
+
+from .html_page import flame_panel, header, render_page, table_panel
 
 __all__ = ["render_trace_html"]
 
-_HERE = Path(__file__).resolve().parent
-
-# Installed first, so that even an error while the main script is parsed is shown on the page.
-_ERROR_HOOK = """(function () {
-  'use strict';
-  var reported = 0;
-  function report(text) {
-    var box = document.getElementById('ll-errors');
-    if (!box || reported >= 50) return;
-    reported += 1;
-    box.appendChild(document.createTextNode(String(text) + '\\n'));
-  }
-  window.llReportError = report;
-  window.onerror = function (message, source, line, column, error) {
-    var where = line ? ' (line ' + line + (column ? ':' + column : '') + ')' : '';
-    report(String(message) + where + (error && error.stack ? '\\n' + error.stack : ''));
-    return false;
-  };
-  window.addEventListener('unhandledrejection', function (event) {
-    report('Unhandled promise rejection: ' + String(event.reason));
-  });
-})();
-"""
-
-_SKELETON = """<pre id="ll-errors" role="alert"></pre>
-<header id="ll-header">
-<h1>leadline trace</h1>
-<div id="ll-argv" title="Command line">&#8203;</div>
-<dl id="ll-facts"></dl>
-<div id="ll-warning" role="alert" hidden></div>
-</header>
-<noscript><p class="ll-empty">This report needs JavaScript to draw its charts.</p></noscript>
-<section class="ll-panel" id="ll-timeline">
+_BODY = (
+    header("leadline trace")
+    + """<section class="ll-panel" id="ll-timeline">
 <div class="ll-panel-head"><h2>Memory over time</h2>
 <span class="ll-note ll-grow">Resident set size; shaded spans are the calls that changed it
 the most (red: grew, green: shrank). Hover for details.</span></div>
 <div class="ll-panel-body"><div id="ll-timeline-chart"></div></div>
 </section>
-<section class="ll-panel" id="ll-flame-panel">
-<div class="ll-panel-head"><h2>Call tree</h2>
-<label class="ll-control">Weight <select id="ll-metric"></select></label>
-<label class="ll-control">Search <input type="search" id="ll-search"
- placeholder="function name" autocomplete="off" spellcheck="false"></label>
-<button type="button" id="ll-reset" disabled>Reset zoom</button>
-<span id="ll-zoom-info"></span>
-<span class="ll-grow"></span>
-<span id="ll-search-info"></span>
-<span id="ll-total" class="ll-note"></span></div>
-<div class="ll-panel-body">
-<div id="ll-flame-scroll"><div id="ll-flame"></div></div>
-<div id="ll-flame-note" class="ll-note"></div>
-<div class="ll-note">Callers above callees; width is the selected weight.
-Click a frame to zoom in, click it again (or Reset) to zoom out.</div>
-</div>
-</section>
-<section class="ll-panel" id="ll-functions">
-<div class="ll-panel-head"><h2>Top functions</h2>
-<span id="ll-table-note" class="ll-note ll-grow"></span>
-<button type="button" id="ll-table-more" hidden></button></div>
-<div class="ll-panel-body"><div id="ll-table-wrap"><table id="ll-table"></table></div></div>
-</section>
-<div id="ll-state" hidden></div>
-<div id="ll-tooltip" role="tooltip" hidden></div>
 """
-
-_JSON_ESCAPES = {
-    ord("<"): "\\u003c",
-    ord(">"): "\\u003e",
-    ord("&"): "\\u0026",
-    0x2028: "\\u2028",
-    0x2029: "\\u2029",
-}
-
-
-@cache
-def _asset(name: str) -> str:
-    text = (_HERE / name).read_text(encoding="utf-8")
-    lowered = text.lower()
-    if "</script" in lowered or "</style" in lowered:
-        raise RuntimeError(f"{name} must not contain a closing script or style tag")
-    return text
-
-
-def _csp_hash(source: str) -> str:
-    digest = hashlib.sha256(source.encode("utf-8")).digest()
-    return "'sha256-" + base64.b64encode(digest).decode("ascii") + "'"
-
-
-def _json_for_script(data: Mapping[str, Any]) -> str:
-    """``data`` as JSON that is safe as the text of a ``<script type="application/json">``."""
-    text = json.dumps(
-        data,
-        ensure_ascii=False,
-        allow_nan=False,
-        separators=(",", ":"),
-        default=str,
+    + flame_panel(
+        "Call tree",
+        "",
+        "Callers above callees; width is the selected weight. "
+        "Click a frame to zoom in, click it again (or Reset) to zoom out.",
     )
-    return text.translate(_JSON_ESCAPES)
+    + table_panel("Top functions")
+)
 
 
 def render_trace_html(data: Mapping[str, Any]) -> str:
@@ -132,33 +42,4 @@ def render_trace_html(data: Mapping[str, Any]) -> str:
     as empty.  Values that JSON cannot hold are written with ``str()``; NaN and infinities are
     refused with ValueError.
     """
-    payload = _json_for_script(data)
-    css = _asset("trace_html.css")
-    script = _asset("trace_html.js")
-    csp = "; ".join(
-        [
-            "default-src 'none'",
-            f"script-src {_csp_hash(_ERROR_HOOK)} {_csp_hash(script)}",
-            f"style-src {_csp_hash(css)}",
-            "img-src data:",
-            "base-uri 'none'",
-            "form-action 'none'",
-        ]
-    )
-    return "".join(
-        [
-            "<!DOCTYPE html>\n",
-            '<html lang="en">\n<head>\n<meta charset="utf-8">\n',
-            f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n',
-            '<meta name="referrer" content="no-referrer">\n',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">\n',
-            "<title>leadline trace</title>\n",
-            f"<style>{css}</style>\n",
-            "</head>\n<body>\n",
-            f"<script>{_ERROR_HOOK}</script>\n",
-            _SKELETON,
-            f'<script type="application/json" id="ll-data">{payload}</script>\n',
-            f"<script>{script}</script>\n",
-            "</body>\n</html>\n",
-        ]
-    )
+    return render_page(title="leadline trace", body=_BODY, data=data, assets="trace_html")
