@@ -25,7 +25,10 @@ demo: build
 	$(BIN)/leadline trace -o demo-output/demo.lead examples/demo.py
 	$(BIN)/leadline report demo-output/demo.lead --limit 15
 	$(BIN)/leadline report demo-output/demo.lead --html -o demo-output/demo.html
-	@echo "HTML report: demo-output/demo.html"
+	$(BIN)/leadline run -q --rate 1000 -o demo-output/demo-sample.lead examples/demo.py
+	$(BIN)/leadline report demo-output/demo-sample.lead --limit 10
+	$(BIN)/leadline report demo-output/demo-sample.lead --html -o demo-output/demo-sample.html
+	@echo "HTML reports: demo-output/demo.html (trace), demo-output/demo-sample.html (flame graph)"
 
 test: build
 	@tools/ensure-chromium
