@@ -4,8 +4,8 @@
  * It never takes the GIL and never stops the target: the interpreter state is read with
  * process_vm_readv (procmem.c) while the target runs.  A stack can change while it is read; a
  * walk whose frames do not check out (a code pointer that is not a code object, an instruction
- * outside its code, a read that faults, a chain that does not end) is retried once and, if it
- * fails again, counted as torn and dropped.  Nothing here can crash or block the program.
+ * outside its code, a read that faults, a chain that does not end) is read again and, if it
+ * keeps failing, counted as torn and dropped.  Nothing here can crash or block the program.
  *
  * Output (docs/format.md): functions as FUNCS records (the tracer's layout), stacks as STACKS
  * records (parent stack, function, instruction offset), threads as TASKS records, samples as
@@ -31,6 +31,10 @@
 #define LL_MAX_STR 4096
 #define LL_SCAN_NS 100000000u   /* look for new child processes every 100 ms */
 #define LL_FLUSH_NS 1000000000u /* a partly filled chunk reaches the file within 1 s */
+/* A busy thread pushes and pops frames every 100 ns or so, so the innermost frame often moves
+ * between reading the pointer to it and reading it (a system call apart): such a walk is read
+ * again, at most this many times in all, before the sample counts as torn. */
+#define LL_WALK_ATTEMPTS 4
 
 enum { SF_IDLE = 1, SF_RSS = 2, SF_TRUNCATED = 4 };
 
@@ -556,7 +560,7 @@ static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
             continue;
         }
         int n = 0, truncated = 0, status = WALK_TORN;
-        for (int attempt = 0; attempt < 2 && status != WALK_OK; attempt++) {
+        for (int attempt = 0; attempt < LL_WALK_ATTEMPTS && status != WALK_OK; attempt++) {
             if (attempt) {
                 S->retried++;
                 ll_mem_forget(&T->mem);
