@@ -33,6 +33,28 @@ int ll_mem_read_raw(pid_t pid, uint64_t addr, void *buf, size_t n) {
     return errno;
 }
 
+/* Reads `n` blocks of `size` bytes, one at each of `addrs`, into consecutive slots of `out`, in
+ * as few system calls as the kernel allows (IOV_MAX blocks each).  Returns how many blocks, from
+ * the first, were read whole. */
+size_t ll_mem_read_many(pid_t pid, const uint64_t *addrs, size_t n, uint8_t *out, size_t size) {
+    enum { BATCH = 1024 };
+    struct iovec local[BATCH], remote[BATCH];
+    size_t done = 0;
+    while (done < n) {
+        size_t k = n - done < BATCH ? n - done : BATCH;
+        for (size_t i = 0; i < k; i++) {
+            local[i] = (struct iovec){out + (done + i) * size, size};
+            remote[i] = (struct iovec){(void *)(uintptr_t)addrs[done + i], size};
+        }
+        ssize_t r = process_vm_readv(pid, local, k, remote, k, 0);
+        if (r < 0) return done;
+        size_t whole = (size_t)r / size;
+        done += whole;
+        if (whole < k) return done;
+    }
+    return done;
+}
+
 /* Reads through a small cache of whole pages, valid until the next ll_mem_forget(): the frames
  * of one stack, and the code objects they run, mostly share a few pages. */
 int ll_mem_read(LLMem *m, uint64_t addr, void *buf, size_t n) {

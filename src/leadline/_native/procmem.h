@@ -30,6 +30,7 @@ void ll_mem_free(LLMem *m);
 void ll_mem_forget(LLMem *m); /* the cached pages are stale from now on */
 int ll_mem_read(LLMem *m, uint64_t addr, void *buf, size_t n);      /* 0 or an errno */
 int ll_mem_read_raw(pid_t pid, uint64_t addr, void *buf, size_t n); /* uncached */
+size_t ll_mem_read_many(pid_t pid, const uint64_t *addrs, size_t n, uint8_t *out, size_t size);
 
 /* A str object's text as UTF-8 (NUL-terminated); its length, or -1. */
 long ll_read_str(LLMem *m, const LLLayout *L, uint64_t addr, char *out, size_t cap);

@@ -35,11 +35,15 @@
  * between reading the pointer to it and reading it (a system call apart): such a walk is read
  * again, at most this many times in all, before the sample counts as torn. */
 #define LL_WALK_ATTEMPTS 4
+#define LL_MAX_CODE_SIZE 256 /* sizeof(PyCodeObject) is 176-208 bytes in 3.10-3.13 */
+#define LL_CODE_RECHECK_NS 100000000u
 
 enum { SF_IDLE = 1, SF_RSS = 2, SF_TRUNCATED = 4 };
 
 typedef struct {
     uint64_t addr, filename, name;
+    uint64_t checked_ns; /* when its header was last read and found unchanged */
+    int64_t units;       /* its length in code units (-1: unknown) */
     int32_t firstline;
     uint32_t func; /* 0: empty slot */
 } CodeSlot;
@@ -51,8 +55,8 @@ typedef struct {
     int fd;      /* /proc/PID/task/TID/schedstat, or -1 */
     int stat_fd; /* /proc/PID/task/TID/stat (its state: running or not), or -1 */
     int clock;   /* the thread's CPU clock can be read (same process) */
-    uint64_t cpu_ns;
-    uint64_t seen; /* tick it was last seen in */
+    uint64_t cpu_ns, wall_ns; /* at the last sample */
+    uint64_t seen;            /* tick it was last seen in */
 } ThreadSlot;
 
 typedef struct {
@@ -86,6 +90,14 @@ typedef struct {
 } FrameRef;
 
 typedef struct {
+    uint64_t code;
+    int64_t instr;         /* instruction pointer (3.11+) or f_lasti (3.10) */
+    uint32_t func;         /* checked lately (not read again): its function, else 0 */
+    int64_t units;         /* and length */
+    int slot;              /* else its index among the walk's code objects to read */
+} RawFrame;
+
+typedef struct {
     ThreadSlot *slot;
     uint32_t stack;
     uint8_t flags;
@@ -114,9 +126,13 @@ typedef struct {
     LLChunk *chunk;
     uint64_t chunk_prev_t, chunk_started_ns;
     FrameRef *frames;
+    RawFrame *raw;
+    uint64_t *uniq;   /* distinct code objects of a walk */
+    uint8_t *codebuf; /* their first bytes, LL_MAX_CODE_SIZE each */
     Pending *pending;
     uint64_t ticks, samples, missed, torn, retried, truncated;
     uint64_t sampler_cpu_ns, t_end, last_scan_ns, rng, fork_ns;
+    uint64_t now_ns; /* CLOCK_MONOTONIC at this tick */
     int finished, closed, fork_pending, active;
 } Sampler;
 
@@ -280,13 +296,16 @@ static void define_func(Sampler *S, Target *T, uint32_t id, uint64_t filename, u
     free(pts);
 }
 
-/* The function id of the code object at `code`; *units is its length in code units (-1 if
- * the version does not say).  0: not a code object; UINT32_MAX: it could not be read. */
-static uint32_t code_func(Sampler *S, Target *T, uint64_t code, int64_t *units) {
+static size_t code_hash(uint64_t addr, size_t cap) {
+    return (size_t)((addr >> 4) * 0x9E3779B97F4A7C15u >> 20) & (cap - 1);
+}
+
+/* The function id of the code object at `code`, whose first code_size bytes are `cb`; *units
+ * is its length in code units (-1 if the version does not say).  0: not a code object;
+ * UINT32_MAX: out of memory. */
+static uint32_t code_func(Sampler *S, Target *T, uint64_t code, const uint8_t *cb,
+                          int64_t *units) {
     const LLLayout *L = T->L;
-    uint8_t cb[512];
-    if ((size_t)L->code_size > sizeof cb) return UINT32_MAX;
-    if (ll_mem_read(&T->mem, code, cb, (size_t)L->code_size)) return UINT32_MAX;
     if (rd64(cb, 8) != T->code_type) return 0;
     uint64_t filename = rd64(cb, L->code_filename);
     uint64_t name = rd64(cb, L->code_qualname >= 0 ? L->code_qualname : L->code_name);
@@ -298,7 +317,7 @@ static uint32_t code_func(Sampler *S, Target *T, uint64_t code, int64_t *units) 
         if (!t) return UINT32_MAX;
         for (size_t i = 0; i < T->ccodes; i++) {
             if (!T->codes[i].func) continue;
-            size_t j = (T->codes[i].addr >> 4) * 0x9E3779B97F4A7C15u >> 20 & (nc - 1);
+            size_t j = code_hash(T->codes[i].addr, nc);
             while (t[j].func) j = (j + 1) & (nc - 1);
             t[j] = T->codes[i];
         }
@@ -306,20 +325,35 @@ static uint32_t code_func(Sampler *S, Target *T, uint64_t code, int64_t *units) 
         T->codes = t;
         T->ccodes = nc;
     }
-    size_t j = (code >> 4) * 0x9E3779B97F4A7C15u >> 20 & (T->ccodes - 1);
+    size_t j = code_hash(code, T->ccodes);
     for (; T->codes[j].func; j = (j + 1) & (T->ccodes - 1)) {
         CodeSlot *e = &T->codes[j];
         if (e->addr != code) continue;
-        if (e->filename == filename && e->name == name && e->firstline == firstline)
+        if (e->filename == filename && e->name == name && e->firstline == firstline) {
+            e->checked_ns = S->now_ns;
+            e->units = *units;
             return e->func;
+        }
         /* The address now holds another code object: define it anew in this slot. */
         break;
     }
     uint32_t id = ++S->next_func;
     if (!T->codes[j].func) T->ncodes++;
-    T->codes[j] = (CodeSlot){code, filename, name, firstline, id};
+    T->codes[j] = (CodeSlot){code, filename, name, S->now_ns, *units, firstline, id};
     define_func(S, T, id, filename, name, firstline, rd64(cb, L->code_linetable));
     return id;
+}
+
+/* A code object read less than LL_CODE_RECHECK_NS ago is taken as unchanged: a code object is
+ * rarely freed, and another one put at its address and run within that time is rarer still
+ * (it would be named as the old one until the next check). */
+static const CodeSlot *code_known(const Target *T, uint64_t code, uint64_t now) {
+    if (!T->ccodes) return NULL;
+    for (size_t j = code_hash(code, T->ccodes); T->codes[j].func; j = (j + 1) & (T->ccodes - 1)) {
+        const CodeSlot *e = &T->codes[j];
+        if (e->addr == code) return now - e->checked_ns < LL_CODE_RECHECK_NS ? e : NULL;
+    }
+    return NULL;
 }
 
 /* ---- threads ---- */
@@ -370,8 +404,8 @@ static ThreadSlot *thread_slot(Sampler *S, Target *T, uint64_t ident, pid_t tid,
     t->clock = tid > 0 && T->pid == getpid();
     if (tid > 0) {
         snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)T->pid, (int)tid);
-        t->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
         if (!t->clock) {
+            t->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
             snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)T->pid, (int)tid);
             t->fd = open(path, O_RDONLY | O_CLOEXEC);
         }
@@ -386,6 +420,7 @@ static ThreadSlot *thread_slot(Sampler *S, Target *T, uint64_t ident, pid_t tid,
     }
     if (tid == T->pid) strcpy(name, "MainThread");
     t->cpu_ns = read_cpu_ns(t);
+    t->wall_ns = now;
     uint32_t nid = name[0] ? intern_str(S, name, strlen(name)) : 0;
     uint8_t rec[64], *p = rec;
     p = ll_put_varint(p, t->serial);
@@ -417,7 +452,9 @@ static void forget_threads(Sampler *S, Target *T) {
 
 enum { WALK_OK = 0, WALK_TORN = 1 };
 
-/* Walks the frame chain from `frame` (innermost) into S->frames; *n frames. */
+/* Walks the frame chain from `frame` (innermost) into S->frames; *n frames.  First the frames
+ * (through the page cache: 3.11+ frames sit next to each other), then the code objects they
+ * run, all in one system call, then the checks. */
 static int walk(Sampler *S, Target *T, uint64_t frame, int *n, int *truncated) {
     const LLLayout *L = T->L;
     int need = L->frame_previous;
@@ -437,32 +474,62 @@ static int walk(Sampler *S, Target *T, uint64_t frame, int *n, int *truncated) {
         if ((size_t)need > sizeof fb || ll_mem_read(&T->mem, frame, fb, (size_t)need))
             return WALK_TORN;
         uint64_t code = rd64(fb, L->frame_code), prev = rd64(fb, L->frame_previous);
-        if (L->frame_owner >= 0 && fb[L->frame_owner] == LL_OWNED_BY_CSTACK) {
-            frame = prev;
+        frame = prev;
+        if (L->frame_owner >= 0 && fb[L->frame_owner] == LL_OWNED_BY_CSTACK) continue;
+        if (!code) {
+            if (L->minor < 13) return WALK_TORN;
             continue;
         }
+        int64_t instr = L->code_adaptive < 0 ? rd32(fb, L->frame_instr) /* 3.10: f_lasti */
+                                              : (int64_t)rd64(fb, L->frame_instr);
+        S->raw[depth++] = (RawFrame){code, instr};
+    }
+    /* One read of every distinct code object not checked lately (recursion repeats them). */
+    size_t csize = (size_t)L->code_size;
+    if (csize > LL_MAX_CODE_SIZE) return WALK_TORN;
+    int nu = 0;
+    for (int i = 0; i < depth; i++) {
+        RawFrame *r = &S->raw[i];
+        const CodeSlot *known = code_known(T, r->code, S->now_ns);
+        r->slot = -1;
+        r->func = known ? known->func : 0;
+        r->units = known ? known->units : -1;
+        if (known) continue;
+        int k = i > 0 && S->raw[i - 1].code == r->code ? S->raw[i - 1].slot : -1;
+        for (int u = nu - 1; k < 0 && u >= 0 && u >= nu - 64; u--)
+            if (S->uniq[u] == r->code) k = u;
+        if (k < 0) {
+            k = nu;
+            S->uniq[nu++] = r->code;
+        }
+        r->slot = k;
+    }
+    if (nu && ll_mem_read_many(T->mem.pid, S->uniq, (size_t)nu, S->codebuf, csize) != (size_t)nu)
+        return WALK_TORN;
+    for (int i = 0; i < depth; i++) {
+        const RawFrame *r = &S->raw[i];
         int64_t units = -1;
-        uint32_t func = code ? code_func(S, T, code, &units) : 0;
+        uint32_t func;
+        if (r->func) {
+            func = r->func;
+            units = r->units;
+        } else {
+            func = code_func(S, T, r->code, S->codebuf + (size_t)r->slot * csize, &units);
+        }
         if (func == UINT32_MAX) return WALK_TORN;
         if (func == 0) {
             /* 3.13 frames may run something that is not a code object; before, it is torn. */
             if (L->minor < 13) return WALK_TORN;
-            frame = prev;
             continue;
         }
-        int64_t off;
-        if (L->code_adaptive < 0) {
-            off = rd32(fb, L->frame_instr); /* 3.10: f_lasti, in code units */
-        } else {
-            int64_t ip = (int64_t)rd64(fb, L->frame_instr);
-            off = (ip - (int64_t)(code + (uint64_t)L->code_adaptive)) / 2;
+        int64_t off = r->instr;
+        if (L->code_adaptive >= 0) {
+            off = (off - (int64_t)(r->code + (uint64_t)L->code_adaptive)) / 2;
             if (units >= 0 && (off < -1 || off > units)) return WALK_TORN;
         }
         if (off < 0) off = 0;
-        S->frames[depth++] = (FrameRef){func, (uint32_t)off};
-        frame = prev;
+        S->frames[(*n)++] = (FrameRef){func, (uint32_t)off};
     }
-    *n = depth;
     return WALK_OK;
 }
 
@@ -552,8 +619,13 @@ static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
         slot->seen = S->ticks;
         uint64_t cpu_now = read_cpu_ns(slot);
         uint64_t cpu = cpu_now > slot->cpu_ns ? cpu_now - slot->cpu_ns : 0;
+        uint64_t wall = now - slot->wall_ns;
         slot->cpu_ns = cpu_now;
-        int running = is_running(slot);
+        slot->wall_ns = now;
+        /* Idle: off CPU.  A thread of this process has a precise CPU clock, so "used less than
+         * a tenth of the time since its last sample" says it without reading /proc; another
+         * process's thread is asked for its state (schedstat is too coarse for this). */
+        int running = slot->clock ? (wall == 0 || cpu * 10 >= wall) : is_running(slot);
         uint8_t flags = running == 0 ? SF_IDLE : 0;
         if (S->cpu_mode && running == 0 && cpu == 0) {
             tstate = next; /* CPU mode: only threads that ran */
@@ -721,6 +793,7 @@ static uint64_t next_interval(Sampler *S) {
 
 static void *sampler_main(void *arg) {
     Sampler *S = arg;
+    pthread_setname_np(pthread_self(), "leadline-sampl"); /* for top -H, perf, gdb */
     uint64_t next = ll_monotonic_ns() + next_interval(S);
     pthread_mutex_lock(&S->mu);
     while (!S->stopping) {
@@ -736,6 +809,7 @@ static void *sampler_main(void *arg) {
         }
         uint64_t t = ll_ticks();
         S->ticks++;
+        S->now_ns = now;
         int alive = 0;
         for (int i = 0; i < S->ntargets; i++) {
             Target *T = &S->targets[i];
@@ -909,9 +983,12 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     S->in_process = pid == getpid();
     S->rng = ll_monotonic_ns() | 1;
     S->frames = malloc(sizeof(FrameRef) * (size_t)max_depth);
+    S->raw = malloc(sizeof(RawFrame) * (size_t)max_depth);
+    S->uniq = malloc(sizeof(uint64_t) * (size_t)max_depth);
+    S->codebuf = malloc(LL_MAX_CODE_SIZE * (size_t)max_depth);
     S->pending = malloc(sizeof(Pending) * LL_MAX_THREADS_PER_TICK);
     void *arr = S->known;
-    int err = !S->frames || !S->pending || grow(&arr, &S->cknown, sizeof(pid_t), 1) ||
+    int err = !S->frames || !S->raw || !S->uniq || !S->codebuf || !S->pending || grow(&arr, &S->cknown, sizeof(pid_t), 1) ||
               add_target(S, (pid_t)pid, &info);
     S->known = arr;
     if (!err) {
@@ -1065,6 +1142,9 @@ static void sampler_dealloc(PyObject *self) {
     free(S->stacks);
     free(S->known);
     free(S->frames);
+    free(S->raw);
+    free(S->uniq);
+    free(S->codebuf);
     free(S->pending);
     if (S->chunk) free(S->chunk);
     Py_TYPE(self)->tp_free(self);
