@@ -90,6 +90,11 @@ typedef struct {
 } FrameRef;
 
 typedef struct {
+    uint64_t addr;
+    uint32_t gen;
+} VisitSlot;
+
+typedef struct {
     uint64_t code;
     int64_t instr;         /* instruction pointer (3.11+) or f_lasti (3.10) */
     uint32_t func;         /* checked lately (not read again): its function, else 0 */
@@ -129,6 +134,9 @@ typedef struct {
     RawFrame *raw;
     uint64_t *uniq;   /* distinct code objects of a walk */
     uint8_t *codebuf; /* their first bytes, LL_MAX_CODE_SIZE each */
+    VisitSlot *visited; /* frames of the current walk: a power of two > 2 x max_depth */
+    size_t nvisited;
+    uint32_t visit_gen;
     Pending *pending;
     uint64_t ticks, samples, missed, torn, retried, truncated;
     uint64_t sampler_cpu_ns, t_end, last_scan_ns, rng, fork_ns;
@@ -452,6 +460,21 @@ static void forget_threads(Sampler *S, Target *T) {
 
 enum { WALK_OK = 0, WALK_TORN = 1 };
 
+/* Marks a frame as seen in this walk; 0 if it already was.  A chain read while the thread
+ * pushes and pops frames can loop back on itself. */
+static int visit(Sampler *S, uint64_t frame) {
+    size_t mask = S->nvisited - 1;
+    for (size_t j = (size_t)((frame >> 3) * 0x9E3779B97F4A7C15u >> 24) & mask;;
+         j = (j + 1) & mask) {
+        VisitSlot *v = &S->visited[j];
+        if (v->gen != S->visit_gen) {
+            *v = (VisitSlot){frame, S->visit_gen};
+            return 1;
+        }
+        if (v->addr == frame) return 0;
+    }
+}
+
 /* Walks the frame chain from `frame` (innermost) into S->frames; *n frames.  First the frames
  * (through the page cache: 3.11+ frames sit next to each other), then the code objects they
  * run, all in one system call, then the checks. */
@@ -466,11 +489,16 @@ static int walk(Sampler *S, Target *T, uint64_t frame, int *n, int *truncated) {
     int depth = 0;
     *n = 0;
     *truncated = 0;
+    if (++S->visit_gen == 0) {
+        memset(S->visited, 0, sizeof(VisitSlot) * S->nvisited);
+        S->visit_gen = 1;
+    }
     while (frame) {
         if (depth >= S->max_depth) {
             *truncated = 1;
             break;
         }
+        if (!visit(S, frame)) return WALK_TORN; /* a cycle: frames were reused under us */
         if ((size_t)need > sizeof fb || ll_mem_read(&T->mem, frame, fb, (size_t)need))
             return WALK_TORN;
         uint64_t code = rd64(fb, L->frame_code), prev = rd64(fb, L->frame_previous);
@@ -986,9 +1014,12 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     S->raw = malloc(sizeof(RawFrame) * (size_t)max_depth);
     S->uniq = malloc(sizeof(uint64_t) * (size_t)max_depth);
     S->codebuf = malloc(LL_MAX_CODE_SIZE * (size_t)max_depth);
+    S->nvisited = 64;
+    while (S->nvisited <= 2 * (size_t)max_depth) S->nvisited *= 2;
+    S->visited = calloc(S->nvisited, sizeof(VisitSlot));
     S->pending = malloc(sizeof(Pending) * LL_MAX_THREADS_PER_TICK);
     void *arr = S->known;
-    int err = !S->frames || !S->raw || !S->uniq || !S->codebuf || !S->pending || grow(&arr, &S->cknown, sizeof(pid_t), 1) ||
+    int err = !S->frames || !S->raw || !S->uniq || !S->codebuf || !S->visited || !S->pending || grow(&arr, &S->cknown, sizeof(pid_t), 1) ||
               add_target(S, (pid_t)pid, &info);
     S->known = arr;
     if (!err) {
@@ -1145,6 +1176,7 @@ static void sampler_dealloc(PyObject *self) {
     free(S->raw);
     free(S->uniq);
     free(S->codebuf);
+    free(S->visited);
     free(S->pending);
     if (S->chunk) free(S->chunk);
     Py_TYPE(self)->tp_free(self);
