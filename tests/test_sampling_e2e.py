@@ -553,7 +553,7 @@ def test_accuracy_on_a_known_split(tmp_path: Path, mode: str) -> None:
     assert r.returncode == 0, r.stderr
     truth = json.loads(truth_file.read_text())
     data = report(cap, tmp_path)
-    assert data["samples"] >= 6000
+    assert data["samples"] >= 4800  # 8 s at 1 kHz, less what a loaded machine delays
     assert data["missed"] + data["torn"] < 0.01 * data["ticks"], data
     got = shares(data, "total_pct")
     for name, t in truth["functions"].items():
