@@ -3,6 +3,7 @@ asserting parsed values of the reports."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -329,14 +331,25 @@ target_loop(stop)
 """
 
 
+@contextlib.contextmanager
+def started(*cmd: str, ready: bool = True) -> Iterator[subprocess.Popen[str]]:
+    """A target process, once it has printed "ready" (if `ready`); killed afterwards."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        if ready:
+            assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.mark.parametrize("minor", [10, 11, 12, 13])
 def test_attach_to_independent_process(tmp_path: Path, minor: int) -> None:
     exe = interpreter(f"3.{minor}")
     script = tmp_path / "target.py"
     script.write_text(TARGET)
-    proc = subprocess.Popen([exe, str(script), "30"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    with started(exe, str(script), "30") as proc:
         cap = tmp_path / "att.lead"
         r = leadline(
             "attach", str(proc.pid), "--duration", "1.5", "--rate", "300", "-o", cap, cwd=tmp_path
@@ -349,9 +362,6 @@ def test_attach_to_independent_process(tmp_path: Path, minor: int) -> None:
         total = shares(data, "total_pct")
         assert total["target_loop"] > 95.0 and total["target_leaf"] > 50.0
         assert data["threads"][0]["name"] == "MainThread"
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_attach_ends_when_the_target_exits(tmp_path: Path) -> None:
@@ -384,57 +394,34 @@ def test_attach_errors(tmp_path: Path) -> None:
     msg = error_of(leadline("attach", "abc", cwd=tmp_path))
     assert "not a process id: 'abc'" in msg
     # Not Python.
-    sleeper = subprocess.Popen(["sleep", "30"])
-    try:
+    with started("sleep", "30", ready=False) as sleeper:
         msg = error_of(leadline("attach", str(sleeper.pid), cwd=tmp_path))
         assert msg == (
             f"leadline: error: process {sleeper.pid} is not a Python process "
             "(no libpython or python executable with _PyRuntime is mapped)"
         )
-    finally:
-        sleeper.kill()
-        sleeper.wait()
 
 
 @pytest.mark.parametrize("version", ["3.9", "2.7"])
 def test_attach_unsupported_python(tmp_path: Path, version: str) -> None:
     exe = interpreter(version)
-    proc = subprocess.Popen(
-        [
-            exe,
-            "-c",
-            "import time, sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(30)",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    code = "import time, sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(30)"
+    with started(exe, "-c", code) as proc:
         msg = error_of(leadline("attach", str(proc.pid), cwd=tmp_path))
         assert msg == (
             f"leadline: error: process {proc.pid} runs Python {version}, which leadline does "
             "not support (3.10 to 3.13)"
         )
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_attach_not_permitted(tmp_path: Path) -> None:
     """Without ptrace access (here: a non-dumpable target, and an attaching process without
     CAP_SYS_PTRACE) attach says what is missing."""
-    target = subprocess.Popen(
-        [
-            PY,
-            "-c",
-            "import ctypes, sys, time; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); "
-            "print('ready', flush=True); time.sleep(30)",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
+    code = (
+        "import ctypes, sys, time; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); "
+        "print('ready', flush=True); time.sleep(30)"
     )
-    try:
-        assert target.stdout is not None and target.stdout.readline() == "ready\n"
+    with started(PY, "-c", code) as target:
         cmd = [PY, "-m", "leadline", "attach", str(target.pid), "-o", str(tmp_path / "x.lead")]
         if os.geteuid() == 0:
             if shutil.which("setpriv") is None:
@@ -446,9 +433,6 @@ def test_attach_not_permitted(tmp_path: Path) -> None:
         assert msg.startswith(f"leadline: error: not permitted to read process {target.pid}:")
         assert "ptrace" in msg and "CAP_SYS_PTRACE" in msg
         assert not (tmp_path / "x.lead").exists()
-    finally:
-        target.kill()
-        target.wait()
 
 
 def test_attach_needs_positive_duration(tmp_path: Path) -> None:
@@ -459,9 +443,7 @@ def test_attach_needs_positive_duration(tmp_path: Path) -> None:
 def test_interrupted_attach_keeps_samples(tmp_path: Path) -> None:
     script = tmp_path / "target.py"
     script.write_text(TARGET)
-    proc = subprocess.Popen([PY, str(script), "30"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    with started(PY, str(script), "30") as proc:
         cap = tmp_path / "att.lead"
         att = subprocess.Popen(
             [PY, "-m", "leadline", "attach", str(proc.pid), "-q", "-o", str(cap)],
@@ -475,9 +457,6 @@ def test_interrupted_attach_keeps_samples(tmp_path: Path) -> None:
         att.wait(timeout=30)
         assert att.returncode == 0
         assert report(cap, tmp_path)["samples"] > 20
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 # -- internals, checked against CPython itself ----------------------------------------

@@ -61,6 +61,17 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
+def _records(payload: bytes, fields: int) -> Iterator[list[int]]:
+    """The records of a definition chunk made of `fields` varints each."""
+    pos = 0
+    while pos < len(payload):
+        record = []
+        for _ in range(fields):
+            value, pos = _varint(payload, pos)
+            record.append(value)
+        yield record
+
+
 def _unzigzag(v: int) -> int:
     return (v >> 1) ^ -(v & 1)
 
@@ -227,28 +238,13 @@ class Capture:
                     lines,
                 )
         elif kind == THREADS:
-            pos = 0
-            while pos < len(payload):
-                serial, pos = _varint(payload, pos)
-                tid, pos = _varint(payload, pos)
-                ident, pos = _varint(payload, pos)
+            for serial, tid, ident in _records(payload, 3):
                 self.threads[serial] = (tid, ident)
         elif kind == STACKS:
-            pos = 0
-            while pos < len(payload):
-                sid, pos = _varint(payload, pos)
-                parent, pos = _varint(payload, pos)
-                func, pos = _varint(payload, pos)
-                off, pos = _varint(payload, pos)
+            for sid, parent, func, off in _records(payload, 4):
                 self.stacks[sid] = (parent, func, off)
         elif kind == TASKS:
-            pos = 0
-            while pos < len(payload):
-                serial, pos = _varint(payload, pos)
-                pid, pos = _varint(payload, pos)
-                tid, pos = _varint(payload, pos)
-                ident, pos = _varint(payload, pos)
-                name_id, pos = _varint(payload, pos)
+            for serial, pid, tid, ident, name_id in _records(payload, 5):
                 self.tasks[serial] = Task(pid, tid, ident, self.strings.get(name_id, ""))
         elif kind == RSS:
             times, values = _native.decode_rss(payload)

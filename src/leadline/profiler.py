@@ -19,7 +19,7 @@ from typing import Any
 
 from . import _native
 from .errors import LeadlineError
-from .tracer import Recorder, capture_meta, default_output
+from .tracer import Recorder, capture_end, capture_meta, default_output, open_capture
 
 MAX_RATE = 20_000
 
@@ -72,15 +72,17 @@ def _end_fields(counters: dict[str, Any]) -> dict[str, Any]:
     return {k: counters[k] for k in keys}
 
 
-def _result(path: Path, counters: dict[str, Any], written: dict[str, Any], secs: float) -> Any:
+def _result(
+    path: Path, counters: dict[str, Any], written: int, error: str | None, secs: float
+) -> ProfileResult:
     return ProfileResult(
         path=path,
         ticks=counters["ticks"],
         samples=counters["samples"],
         missed=counters["missed"],
         torn=counters["torn"],
-        bytes_written=written["bytes_written"],
-        write_error=written["write_error"],
+        bytes_written=written,
+        write_error=error,
         seconds=secs,
         sampler_cpu_ns=counters["sampler_cpu_ns"],
     )
@@ -149,25 +151,13 @@ class Profiler(Recorder):
             os.fork = self._real_fork
         self._real_fork = None
 
-    def start(self) -> Profiler:
-        self._start()
-        return self
-
     def stop(self) -> ProfileResult:
         if self.result is None:
             rec = self._stop()
-            written = {
-                "bytes_written": rec.bytes_written,
-                "write_error": rec.write_error,
-            }
-            self.result = _result(self.path, rec.counters, written, rec.seconds)
+            self.result = _result(
+                self.path, rec.counters, rec.bytes_written, rec.write_error, rec.seconds
+            )
         return self.result
-
-    def __enter__(self) -> Profiler:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def profile(
@@ -199,10 +189,7 @@ def attach(
         raise LeadlineError(str(e)) from None
     argv = _cmdline(pid)
     out = Path(path) if path is not None else default_output(Path(argv[0]).name or "pid", "attach")
-    try:
-        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    except OSError as e:
-        raise LeadlineError(f"cannot write {out}: {e.strerror}") from None
+    fd = open_capture(out)
     meta = capture_meta(
         "sample",
         argv,
@@ -225,14 +212,9 @@ def attach(
     except KeyboardInterrupt:
         pass
     counters = sampler.finish()
-    end = {
-        "t_end": counters["t_end"],
-        "tick_ns": counters["tick_ns"],
-        **_end_fields(counters),
-        "stop_unix_ns": time.time_ns(),
-    }
-    written = sampler.close(json.dumps(end).encode())
-    return _result(out, counters, written, time.perf_counter() - started)  # type: ignore[no-any-return]
+    written = sampler.close(capture_end(counters, **_end_fields(counters)))
+    secs = time.perf_counter() - started
+    return _result(out, counters, written["bytes_written"], written["write_error"], secs)
 
 
 def _cmdline(pid: int) -> list[str]:

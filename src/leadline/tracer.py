@@ -175,6 +175,21 @@ def capture_meta(
     }
 
 
+def open_capture(path: Path) -> int:
+    """The capture file, created or emptied, as a descriptor the native writer takes over."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise LeadlineError(f"cannot write {path}: {e.strerror}") from None
+
+
+def capture_end(counters: dict[str, Any], **fields: Any) -> bytes:
+    """The END chunk (docs/format.md) of a recording whose native side returned `counters`."""
+    end = {"t_end": counters["t_end"], "tick_ns": counters["tick_ns"], **fields}
+    end["stop_unix_ns"] = time.time_ns()
+    return json.dumps(end).encode()
+
+
 @dataclass
 class RecordResult:
     path: Path
@@ -183,6 +198,9 @@ class RecordResult:
     dropped_chunks: int
     seconds: float
     counters: dict[str, Any]
+
+
+RecorderT = TypeVar("RecorderT", bound="Recorder")
 
 
 class Recorder:
@@ -228,10 +246,7 @@ class Recorder:
     def _start(self) -> None:
         if self._native is not None:
             raise LeadlineError(f"this {self.mode} is already running")
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        except OSError as e:
-            raise LeadlineError(f"cannot write {self.path}: {e.strerror}") from None
+        fd = open_capture(self.path)
         meta = capture_meta(self.mode, self.argv, self._options())
         self._thread_names = _thread_names()  # before the hooks, so that it is not traced
         try:
@@ -279,14 +294,8 @@ class Recorder:
         self._uninstall()
         counters = self._native.finish()
         names = {**self._thread_names, **_thread_names()}
-        end = {
-            "t_end": counters["t_end"],
-            "tick_ns": counters["tick_ns"],
-            **self._end_fields(counters),
-            "threads": names,
-            "stop_unix_ns": time.time_ns(),
-        }
-        written = self._native.close(json.dumps(end).encode())
+        end = capture_end(counters, **self._end_fields(counters), threads=names)
+        written = self._native.close(end)
         self.record = RecordResult(
             path=self.path,
             bytes_written=written["bytes_written"],
@@ -307,6 +316,16 @@ class Recorder:
 
     def stop(self) -> Any:
         return self._stop()
+
+    def start(self: RecorderT) -> RecorderT:
+        self._start()
+        return self
+
+    def __enter__(self: RecorderT) -> RecorderT:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def _exit_wrapper(self, status: int) -> None:
         """os._exit skips every cleanup: finish the capture first, then exit as asked."""
@@ -364,10 +383,6 @@ class Tracer(Recorder):
             session.close()
             raise
         return session
-
-    def start(self) -> Tracer:
-        self._start()
-        return self
 
     def _install(self, s: Any) -> None:
         if _native.MONITORING:
@@ -446,12 +461,6 @@ class Tracer(Recorder):
             seconds=rec.seconds,
         )
         return self.result
-
-    def __enter__(self) -> Tracer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def trace(

@@ -11,11 +11,13 @@ from typing import IO, Any
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+from .. import runner
 from ..capture import Capture
 from ..capture import Progress as Progress_
 from ..errors import LeadlineError
 from ..render import RenderOptions
 from ..render.base import Renderer
+from ..tracer import Recorder
 
 BIG_CAPTURE = 32 << 20
 
@@ -86,3 +88,19 @@ def render_capture(
                 file=sys.stderr,
             )
     return 0
+
+
+def run_recorded(target: runner.Target, recorder: Recorder) -> tuple[int, Any]:
+    """Run the program as `python` would, recording it; (its exit status, the recording's
+    result).  The recording stops however the program ends."""
+    code, namespace = runner.prepare(target)
+    recorder.start()
+    try:
+        status = runner.execute(code, namespace)
+    finally:
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+        result = recorder.stop()
+    return status, result

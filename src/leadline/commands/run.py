@@ -14,7 +14,7 @@ from .. import runner
 from ..profiler import ProfileOptions, Profiler, ProfileResult
 from ..render import RenderOptions, get_renderer
 from ..tracer import default_output
-from ._common import render_capture
+from ._common import render_capture, run_recorded
 from .trace import add_target_arguments
 
 
@@ -97,16 +97,7 @@ def run(args: argparse.Namespace) -> int:
     target = runner.parse_target(args.program, args.module, args.code)
     output = args.output or default_output(target.argv0, "sample")
     profiler = Profiler(output, options_from(args), argv=target.argv)
-    code, namespace = runner.prepare(target)
-    profiler.start()
-    try:
-        status = runner.execute(code, namespace)
-    finally:
-        try:
-            sys.stdout.flush()
-        except (OSError, ValueError):
-            pass
-        result = profiler.stop()
+    status, result = run_recorded(target, profiler)
     if os.getpid() == profiler.pid:
         summarise(result, args.quiet)
     return status

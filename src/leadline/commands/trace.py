@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import runner
 from ..tracer import TraceOptions, Tracer, default_output
+from ._common import run_recorded
 
 
 def _bytes(text: str) -> int:
@@ -135,16 +136,7 @@ def run(args: argparse.Namespace) -> int:
     )
     output = args.output or default_output(target.argv0)
     tracer = Tracer(output, options, argv=target.argv)
-    code, namespace = runner.prepare(target)
-    tracer.start()
-    try:
-        status = runner.execute(code, namespace)
-    finally:
-        try:
-            sys.stdout.flush()
-        except (OSError, ValueError):
-            pass
-        result = tracer.stop()
+    status, result = run_recorded(target, tracer)
     if not args.quiet and os.getpid() == tracer.pid:
         per = result.bytes_written / result.recorded if result.recorded else 0.0
         print(
