@@ -43,6 +43,15 @@ class Node:
     self_heap: int
     peak_growth: int
     peak_rss: int
+    incl_sq: float = 0.0  # sum over calls of the squared inclusive time (ns^2)
+    self_sq: float = 0.0  # sum over calls of the squared exclusive time (ns^2)
+
+    def spread(self, attr: str) -> float:
+        """The variance of this node's total `incl_ns` or `self_ns` over its calls, read as
+        independent draws of one per-call distribution: calls x the per-call variance."""
+        total = float(getattr(self, f"{attr}_ns"))
+        squares = float(getattr(self, f"{attr}_sq"))
+        return max(squares - total * total / self.calls, 0.0) if self.calls else 0.0
 
 
 @dataclass
@@ -118,6 +127,8 @@ def analyse(cap: Capture, progress: Progress | None = None) -> TraceProfile:
             self_heap=n[10],
             peak_growth=n[11] * page,
             peak_rss=n[12] * page,
+            incl_sq=n[13] * tick * tick,
+            self_sq=n[14] * tick * tick,
         )
         for n in raw_nodes
     ]

@@ -128,6 +128,7 @@ typedef struct {
     int64_t parent; /* node index, or -1 */
     uint64_t fid, thread, calls, incl_t, self_t, incl_heap, self_heap, peak_growth, peak_abs;
     int64_t incl_rss, self_rss;
+    double incl_sq, self_sq; /* sums of squared per-call times (ticks^2): their spread */
 } ANode;
 
 typedef struct {
@@ -251,8 +252,11 @@ static void pop_frame(LLAggregator *a, AThread *th, uint64_t t, uint64_t rss, ui
     int64_t drss = (int64_t)(rss - f->rss0);
     uint64_t dheap = heap - f->heap0;
     if (rss > f->peak) f->peak = rss;
+    uint64_t self_dt = dt > f->child_t ? dt - f->child_t : 0;
     n->incl_t += dt;
-    n->self_t += dt > f->child_t ? dt - f->child_t : 0;
+    n->self_t += self_dt;
+    n->incl_sq += (double)dt * (double)dt;
+    n->self_sq += (double)self_dt * (double)self_dt;
     n->incl_rss += drss;
     n->self_rss += drss - f->child_rss;
     n->incl_heap += dheap;
@@ -375,10 +379,11 @@ static PyObject *agg_finish(PyObject *self, PyObject *unused) {
     if (!nodes) return NULL;
     for (size_t i = 0; i < a->nnodes; i++) {
         ANode *n = &a->nodes[i];
-        PyObject *t = Py_BuildValue("(nLKKKKKLLKKKK)", (Py_ssize_t)i, (long long)n->parent,
+        PyObject *t = Py_BuildValue("(nLKKKKKLLKKKKdd)", (Py_ssize_t)i, (long long)n->parent,
                                     n->fid, n->thread, n->calls, n->incl_t, n->self_t,
                                     (long long)n->incl_rss, (long long)n->self_rss, n->incl_heap,
-                                    n->self_heap, n->peak_growth, n->peak_abs);
+                                    n->self_heap, n->peak_growth, n->peak_abs, n->incl_sq,
+                                    n->self_sq);
         if (!t) {
             Py_DECREF(nodes);
             return NULL;

@@ -1,0 +1,290 @@
+"""Profiles written by other tools, read back as weighted stacks: pprof and collapsed stacks.
+
+``leadline diff`` compares any two profiles, not only captures: a pprof file (from
+``leadline export``, Go's or any other pprof writer) or Brendan Gregg's folded stacks (from
+``leadline export --format collapsed``, py-spy, perf + stackcollapse, ...).  Each is read into a
+:class:`ForeignProfile`: distinct stacks of frames, outermost first, with a weight.
+
+The pprof reader is the decoder half of the small protobuf codec in :mod:`export_formats`: the
+format needs only varints and length-delimited fields.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from .errors import LeadlineError
+from .profile_model import Frame
+
+
+@dataclass
+class ForeignProfile:
+    kind: str  # "pprof" or "collapsed"
+    sample_type: str  # pprof: the chosen sample type ("samples", "cpu", ...); collapsed: "samples"
+    unit: str  # "count", "nanoseconds", ... ("count" for collapsed stacks)
+    period: int  # pprof's sampling period (0 when unknown)
+    period_type: str  # pprof's period type ("cpu", "wall", ...; "" when unknown)
+    stacks: list[tuple[tuple[Frame, ...], float]] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)
+    duration_ns: int = 0
+
+
+# -- protobuf decoding ----------------------------------------------------------------------
+class _Corrupt(Exception):
+    pass
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        if i >= len(buf) or shift > 63:
+            raise _Corrupt("a varint runs past its message")
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, i
+        shift += 7
+
+
+def _fields(buf: bytes) -> Iterator[tuple[int, int | bytes]]:
+    """(field number, value) of each field: an int for varints and fixed-size fields, bytes for
+    length-delimited ones."""
+    i = 0
+    n = len(buf)
+    while i < n:
+        key, i = _varint(buf, i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = _varint(buf, i)
+            yield number, value
+        elif wire == 2:
+            size, i = _varint(buf, i)
+            if i + size > n:
+                raise _Corrupt("a field runs past its message")
+            yield number, buf[i : i + size]
+            i += size
+        elif wire in (1, 5):
+            width = 8 if wire == 1 else 4
+            if i + width > n:
+                raise _Corrupt("a field runs past its message")
+            yield number, int.from_bytes(buf[i : i + width], "little")
+            i += width
+        else:
+            raise _Corrupt(f"unknown wire type {wire}")
+
+
+def _ints(value: int | bytes) -> list[int]:
+    """A repeated integer field's values: one varint, or a packed run of them."""
+    if isinstance(value, int):
+        return [value]
+    out = []
+    i = 0
+    while i < len(value):
+        v, i = _varint(value, i)
+        out.append(v)
+    return out
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _message(value: int | bytes) -> bytes:
+    if isinstance(value, int):
+        raise _Corrupt("a message field holds a number")
+    return value
+
+
+# Field numbers of perftools.profiles.Profile and its messages (profile.proto).
+_P_SAMPLE_TYPE, _P_SAMPLE, _P_LOCATION, _P_FUNCTION, _P_STRINGS = 1, 2, 4, 5, 6
+_P_DURATION, _P_PERIOD_TYPE, _P_PERIOD, _P_COMMENT, _P_DEFAULT_TYPE = 10, 11, 12, 13, 14
+
+
+def _decode_pprof(raw: bytes, sample_type: str | None) -> ForeignProfile:
+    strings: list[str] = []
+    types: list[tuple[int, int]] = []
+    samples: list[tuple[list[int], list[int]]] = []
+    locations: dict[int, list[tuple[int, int]]] = {}
+    functions: dict[int, tuple[int, int, int]] = {}
+    period = duration = default_type = 0
+    period_type = (0, 0)
+    comments: list[int] = []
+
+    def value_type(buf: bytes) -> tuple[int, int]:
+        t = u = 0
+        for k, v in _fields(buf):
+            if k == 1 and isinstance(v, int):
+                t = v
+            elif k == 2 and isinstance(v, int):
+                u = v
+        return t, u
+
+    for number, value in _fields(raw):
+        if number == _P_SAMPLE_TYPE:
+            types.append(value_type(_message(value)))
+        elif number == _P_SAMPLE:
+            locs: list[int] = []
+            values: list[int] = []
+            for k, v in _fields(_message(value)):
+                if k == 1:
+                    locs += _ints(v)
+                elif k == 2:
+                    values += [_signed(x) for x in _ints(v)]
+            samples.append((locs, values))
+        elif number == _P_LOCATION:
+            loc_id = 0
+            lines: list[tuple[int, int]] = []
+            for k, v in _fields(_message(value)):
+                if k == 1 and isinstance(v, int):
+                    loc_id = v
+                elif k == 4:
+                    fid = line = 0
+                    for k2, v2 in _fields(_message(v)):
+                        if k2 == 1 and isinstance(v2, int):
+                            fid = v2
+                        elif k2 == 2 and isinstance(v2, int):
+                            line = _signed(v2)
+                    lines.append((fid, line))
+            locations[loc_id] = lines
+        elif number == _P_FUNCTION:
+            fid = name = filename = start = 0
+            for k, v in _fields(_message(value)):
+                if not isinstance(v, int):
+                    continue
+                if k == 1:
+                    fid = v
+                elif k == 2:
+                    name = v
+                elif k == 4:
+                    filename = v
+                elif k == 5:
+                    start = _signed(v)
+            functions[fid] = (name, filename, start)
+        elif number == _P_STRINGS:
+            strings.append(_message(value).decode("utf-8", "replace"))
+        elif number == _P_DURATION and isinstance(value, int):
+            duration = value
+        elif number == _P_PERIOD_TYPE:
+            period_type = value_type(_message(value))
+        elif number == _P_PERIOD and isinstance(value, int):
+            period = _signed(value)
+        elif number == _P_COMMENT:
+            comments += _ints(value)
+        elif number == _P_DEFAULT_TYPE and isinstance(value, int):
+            default_type = value
+
+    def s(i: int) -> str:
+        return strings[i] if 0 <= i < len(strings) else ""
+
+    if not types:
+        raise _Corrupt("it has no sample types")
+    names = [s(t) for t, _ in types]
+    if sample_type is not None:
+        if sample_type not in names:
+            raise LeadlineError(
+                f"no sample type {sample_type!r} in this pprof profile (it has: {', '.join(names)})"
+            )
+        index = names.index(sample_type)
+    elif "samples" in names:
+        index = names.index("samples")  # counts: their noise is known exactly
+    elif default_type and s(default_type) in names:
+        index = names.index(s(default_type))
+    else:
+        index = len(names) - 1  # pprof's own default: the last sample type
+
+    frame_cache: dict[tuple[int, int], Frame] = {}
+
+    def frame(fid: int, line: int) -> Frame:
+        fr = frame_cache.get((fid, line))
+        if fr is None:
+            name, filename, start = functions.get(fid, (0, 0, 0))
+            fr = frame_cache[(fid, line)] = Frame(
+                s(name) or f"<function {fid}>", s(filename), line, start
+            )
+        return fr
+
+    out = ForeignProfile(
+        kind="pprof",
+        sample_type=names[index],
+        unit=s(types[index][1]),
+        period=max(period, 0),
+        period_type=s(period_type[0]),
+        comments=[s(c) for c in comments],
+        duration_ns=duration,
+    )
+    merged: dict[tuple[Frame, ...], float] = {}
+    for locs, values in samples:
+        if index >= len(values) or values[index] == 0:
+            continue
+        frames: list[Frame] = []
+        # Locations are leaf first; within one, inlined functions come before their caller.
+        for loc in reversed(locs):
+            for fid, line in reversed(locations.get(loc, [])):
+                frames.append(frame(fid, line))
+        key = tuple(frames)
+        merged[key] = merged.get(key, 0.0) + values[index]
+    out.stacks = list(merged.items())
+    return out
+
+
+def read_pprof(path: str, data: bytes, sample_type: str | None = None) -> ForeignProfile:
+    """A pprof profile (gzip-compressed or not) as weighted stacks of `sample_type` (default:
+    samples when there is such a type, else the profile's default type)."""
+    try:
+        raw = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+        return _decode_pprof(raw, sample_type)
+    except (_Corrupt, OSError, EOFError, zlib.error) as e:
+        raise LeadlineError(f"{path}: not a readable pprof profile ({e})") from None
+
+
+# -- collapsed stacks -----------------------------------------------------------------------
+_FOLDED_LINE = re.compile(r"^(.*\S)\s+(\d+(?:\.\d+)?)$")
+_FRAME_LABEL = re.compile(r"^(.*) \(([^()]*?)(?::(\d+))?\)$")
+
+
+def parse_frame_label(label: str) -> Frame:
+    """``name (file:line)`` (leadline, py-spy), ``name (file)`` or a bare ``name``."""
+    m = _FRAME_LABEL.match(label)
+    if m is None:
+        return Frame(label, "", 0, 0)
+    line = int(m.group(3) or 0)
+    return Frame(m.group(1), m.group(2), line, 0)
+
+
+def read_collapsed(path: str, text: str) -> ForeignProfile:
+    """Folded stacks, ``outer;...;leaf COUNT`` per line; blank lines and ``#`` comments are
+    skipped.  Any other line is an error that names it."""
+    merged: dict[tuple[Frame, ...], float] = {}
+    labels: dict[str, Frame] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _FOLDED_LINE.match(line)
+        if m is None:
+            raise LeadlineError(
+                f"{path}: line {lineno} is not a folded stack ('frame;frame;... COUNT')"
+            )
+        frames = []
+        for label in m.group(1).split(";"):
+            fr = labels.get(label)
+            if fr is None:
+                fr = labels[label] = parse_frame_label(label)
+            frames.append(fr)
+        key = tuple(frames)
+        merged[key] = merged.get(key, 0.0) + float(m.group(2))
+    if not merged:
+        raise LeadlineError(f"{path}: no folded stacks in it")
+    return ForeignProfile(
+        kind="collapsed",
+        sample_type="samples",
+        unit="count",
+        period=0,
+        period_type="",
+        stacks=list(merged.items()),
+    )

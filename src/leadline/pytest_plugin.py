@@ -1,0 +1,150 @@
+"""The pytest plugin: ``pytest --leadline-baseline DIR`` profiles every test and fails a test
+whose profile regressed against the one stored for it.
+
+The first run (or ``--leadline-update``) stores each test's profile as ``DIR/<test>.lead``.
+Later runs profile the test again, into ``DIR/latest/<test>.lead``, and compare the two with
+``leadline diff``'s rules, cost per run of the test: a test fails when one of its functions
+costs more than ``--leadline-fail-above`` percent (default 25) more than in the baseline, beyond
+noise.  ``leadline diff DIR/<test>.lead DIR/latest/<test>.lead --per 1 --html`` shows why.
+
+The plugin is installed with leadline and does nothing unless ``--leadline-baseline`` is given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .diff import DEFAULT_FLOOR, DEFAULT_SIGMA, Settings, diff_paths, fail_reasons
+from .errors import LeadlineError
+from .profiler import ProfileOptions, Profiler
+
+LATEST = "latest"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]]+")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("leadline", "leadline: fail tests whose profile regressed")
+    group.addoption(
+        "--leadline-baseline",
+        metavar="DIR",
+        help="profile each test and compare it with its stored profile in DIR "
+        "(stored there on the first run)",
+    )
+    group.addoption(
+        "--leadline-update",
+        action="store_true",
+        help="store this run's profiles as the baseline instead of comparing",
+    )
+    group.addoption(
+        "--leadline-fail-above",
+        metavar="PCT",
+        type=float,
+        default=25.0,
+        help="fail a test when a function's cost grew more than PCT%% beyond noise (default 25)",
+    )
+    group.addoption(
+        "--leadline-rate",
+        metavar="HZ",
+        type=float,
+        default=1000.0,
+        help="sampling rate (default 1000 Hz)",
+    )
+    group.addoption(
+        "--leadline-mode",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="cpu (default: time on CPU, steadier) or wall (time waiting counts too)",
+    )
+
+
+def profile_name(nodeid: str) -> str:
+    """A file name for a test id: readable, unique for distinct ids, no directories."""
+    name = _UNSAFE.sub("_", nodeid.replace("::", "__").replace("/", "_")).strip("._")
+    if len(name) > 150:
+        import hashlib
+
+        name = name[:130] + "-" + hashlib.sha1(nodeid.encode()).hexdigest()[:16]
+    return name + ".lead"
+
+
+class _Session:
+    def __init__(self, config: pytest.Config) -> None:
+        self.dir = Path(config.getoption("leadline_baseline"))
+        self.update: bool = config.getoption("leadline_update")
+        self.fail_above: float = config.getoption("leadline_fail_above")
+        self.options = ProfileOptions(
+            rate_hz=config.getoption("leadline_rate"), mode=config.getoption("leadline_mode")
+        )
+        self.stored: list[str] = []
+        self.compared: list[str] = []
+        self.regressed: list[str] = []
+
+
+_KEY = pytest.StashKey[_Session]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("leadline_baseline", None):
+        session = _Session(config)
+        try:
+            session.options.validate()
+            (session.dir / LATEST).mkdir(parents=True, exist_ok=True)
+        except (LeadlineError, OSError) as e:
+            raise pytest.UsageError(f"--leadline-baseline: {e}") from None
+        config.stash[_KEY] = session
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    session = item.config.stash.get(_KEY, None)
+    if session is None:
+        return (yield)
+    name = profile_name(item.nodeid)
+    baseline = session.dir / name
+    store = session.update or not baseline.exists()
+    target = baseline if store else session.dir / LATEST / name
+    profiler = Profiler(target, session.options, argv=[item.nodeid])
+    profiler.start()
+    try:
+        result = yield
+    finally:
+        profiler.stop()
+    if store:
+        session.stored.append(item.nodeid)
+        return result
+    session.compared.append(item.nodeid)
+    try:
+        diff = diff_paths(
+            str(baseline),
+            str(target),
+            Settings(per=(1.0, 1.0), sigma=DEFAULT_SIGMA, floor=DEFAULT_FLOOR, tree=False),
+        )
+    except LeadlineError as e:
+        pytest.fail(f"leadline: cannot compare with the baseline: {e}", pytrace=False)
+    reasons = fail_reasons(diff, session.fail_above)
+    if reasons:
+        session.regressed.append(item.nodeid)
+        lines = "\n".join(f"  {r}" for r in reasons[:5])
+        pytest.fail(
+            f"leadline: this test's profile regressed against {baseline}:\n{lines}\n"
+            f"  see: leadline diff {baseline} {target} --per 1",
+            pytrace=False,
+        )
+    return result
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    session = config.stash.get(_KEY, None)
+    if session is None:
+        return
+    terminalreporter.write_line(
+        f"leadline: {len(session.compared)} tests compared with their baseline "
+        f"({len(session.regressed)} regressed), {len(session.stored)} baselines stored in "
+        f"{session.dir}"
+    )

@@ -1,0 +1,135 @@
+"""The terminal form of ``leadline diff``: what each side is, the ranked table of functions,
+and the callers of the top regressions."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..diff import Change, DiffResult, Side
+from .units import fmt_ns
+
+
+def fmt_value(v: float, unit: str) -> str:
+    if unit == "share":
+        return f"{100 * v:.2f}%" if abs(v) < 0.1 else f"{100 * v:.1f}%"
+    if unit == "s":
+        return ("-" if v < 0 else "") + fmt_ns(abs(v) * 1e9)
+    return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def fmt_delta(v: float, unit: str) -> str:
+    sign = "+" if v > 0 else "-" if v < 0 else "±"
+    if unit == "share":
+        return f"{sign}{abs(100 * v):.2f} pp"
+    return sign + fmt_value(abs(v), unit)
+
+
+def fmt_ratio(ch: Change) -> str:
+    if ch.base <= 0:
+        return "new" if ch.new > 0 else ""
+    if ch.new <= 0:
+        return "gone"
+    return f"×{ch.new / ch.base:.2f}"
+
+
+def _side_line(label: str, side: Side, units: float | None) -> str:
+    argv = " ".join(side.meta.get("argv") or [])
+    parts = [f"{label}: {side.describe()}"]
+    if side.meta.get("python_version"):
+        parts.append(f"Python {side.meta['python_version']}")
+    total = side.total
+    parts.append(
+        f"total {fmt_ns(total)}" if side.unit == "ns" else f"{total:,.0f} samples"
+    )
+    if units is not None:
+        parts.append(f"{units:g} units of work")
+    if argv:
+        parts.append(f"of: {argv}")
+    return "  ".join(parts)
+
+
+def header_lines(r: DiffResult) -> list[str]:
+    s = r.settings
+    per = s.per
+    how = (
+        "share of each side's total"
+        if per is None
+        else f"cost per unit of work ({'time' if r.unit == 's' else 'samples'} per unit)"
+    )
+    lines = [
+        _side_line("BASE", r.base, per[0] if per else None),
+        _side_line("NEW ", r.new, per[1] if per else None),
+        f"Normalised by {how}; beyond noise: more than {s.sigma:g} sigma "
+        f"(counting noise + {100 * s.floor:g}% run-to-run floor) "
+        f"and {100 * s.min_delta:g}% of the total",
+    ]
+    lines += [f"warning: {w}" for w in r.base.warnings + r.new.warnings]
+    return lines
+
+
+def _mark(ch: Change) -> str:
+    return "▲" if ch.sig > 0 else "▼" if ch.sig < 0 else ""
+
+
+def render_diff_text(r: DiffResult, console: Console, limit: int | None = None) -> None:
+    unit = r.unit
+    for line in header_lines(r):
+        console.print(line, markup=False, highlight=False)
+    console.print()
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("#", "BASE SELF", "NEW SELF", "Δ SELF", "RATIO", "BASE TOTAL", "NEW TOTAL"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("Δ TOTAL", justify="right", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    table.add_column("FUNCTION", overflow="fold")
+    shown = r.functions[: limit or 25]
+    for fd in shown:
+        grew = fd.self_.sig > 0 or fd.total.sig > 0
+        shrank = not grew and (fd.self_.sig < 0 or fd.total.sig < 0)
+        style = "red" if grew else "blue" if shrank else None
+        verdict = "grew" if grew else "shrank" if shrank else ""
+        table.add_row(
+            str(fd.rank),
+            fmt_value(fd.self_.base, unit),
+            fmt_value(fd.self_.new, unit),
+            Text(fmt_delta(fd.self_.delta, unit) + _mark(fd.self_), style=style or ""),
+            fmt_ratio(fd.self_),
+            fmt_value(fd.total.base, unit),
+            fmt_value(fd.total.new, unit),
+            Text(fmt_delta(fd.total.delta, unit) + _mark(fd.total), style=style or ""),
+            Text(verdict, style=style or ""),
+            Text(f"{fd.func.name} ({fd.func.module_path}:{fd.func.line})"),
+        )
+    console.print(table)
+    for index, rows in r.callers:
+        fd = r.functions[index]
+        console.print()
+        console.print(
+            f"Callers of #{fd.rank} {fd.func.name} ({fd.func.module_path}), "
+            f"its total cost {fmt_value(fd.total.base, unit)} -> {fmt_value(fd.total.new, unit)}:",
+            markup=False,
+            highlight=False,
+        )
+        for caller, ch in rows:
+            name = "(root of the stack)"
+            if caller >= 0:
+                c = r.functions[caller].func
+                name = f"{c.name} ({c.module_path}:{c.line})"
+            console.print(
+                f"  {fmt_value(ch.base, unit):>10} -> {fmt_value(ch.new, unit):<10} "
+                f"{fmt_delta(ch.delta, unit):>11} {fmt_ratio(ch):>7}  {name}",
+                markup=False,
+                highlight=False,
+            )
+    console.print()
+    grew, shrank = len(r.grew), len(r.shrank)
+    if not grew and not shrank:
+        console.print("No function changed beyond noise.", markup=False)
+    else:
+        console.print(
+            f"{grew} function{'s' if grew != 1 else ''} grew beyond noise, "
+            f"{shrank} shrank.",
+            markup=False,
+        )

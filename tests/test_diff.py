@@ -1,0 +1,444 @@
+"""`leadline diff`: matching, normalisation, noise and ranking on profiles built by hand, then
+through the real CLI on captures, pprof files and collapsed stacks of real runs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import leadline, write
+
+from leadline.diff import (
+    Func,
+    Settings,
+    Side,
+    compare,
+    fail_reasons,
+    match_functions,
+    module_path,
+    parse_per,
+)
+from leadline.errors import LeadlineError
+from leadline.export_formats import to_collapsed, to_pprof
+from leadline.import_formats import parse_frame_label, read_collapsed, read_pprof
+from leadline.profile_model import Frame, SampleProfile, Stack, Thread
+
+# ---------------------------------------------------------------------------------------------
+# Profiles built by hand
+
+
+def side(
+    stacks: dict[tuple[str, ...], float],
+    *,
+    measure: str = "cpu",
+    files: dict[str, str] | None = None,
+    kind: str = "sample",
+    rate: float = 1000.0,
+) -> Side:
+    """A sampled side: stacks of function names (outermost first) with sample counts."""
+    files = files or {}
+    funcs: list[Func] = []
+    ids: dict[str, int] = {}
+    out = []
+    for names, w in stacks.items():
+        path = []
+        for n in names:
+            if n not in ids:
+                ids[n] = len(funcs)
+                funcs.append(Func(n, files.get(n, f"/venv/lib/python3.12/site-packages/app/{n}.py"), 1))
+            path.append(ids[n])
+        out.append((tuple(path), w))
+    return Side(
+        path=f"{kind}.lead",
+        kind=kind,
+        measure=measure,
+        unit="samples",
+        quantum=1.0,
+        seconds=1 / rate,
+        funcs=funcs,
+        stacks=out,
+    )
+
+
+def fifty(slow: int = -1, factor: float = 3.0, scale: float = 1.0) -> dict[tuple[str, ...], float]:
+    """`main` calling 50 functions of 100 samples each (times `scale`); one `factor` slower."""
+    return {
+        ("main", f"f{i:02d}"): 100.0 * scale * (factor if i == slow else 1.0) for i in range(50)
+    }
+
+
+def by_name(result: Any) -> dict[str, Any]:
+    return {fd.func.name: fd for fd in result.functions}
+
+
+def test_module_path_ignores_where_a_package_is_installed() -> None:
+    assert module_path("/a/venv1/lib/python3.11/site-packages/pkg/mod.py") == "pkg/mod.py"
+    assert module_path("/b/.venv/lib64/python3.13/site-packages/pkg/mod.py") == "pkg/mod.py"
+    assert module_path("/usr/lib/python3/dist-packages/pkg/mod.py") == "pkg/mod.py"
+    assert module_path("/root/.pyenv/versions/3.12.1/lib/python3.12/json/decoder.py") == (
+        "json/decoder.py"
+    )
+    assert module_path("/srv/app/main.py") == "/srv/app/main.py"
+
+
+def test_matching_survives_line_changes_installs_and_moves() -> None:
+    base = Side("b", "sample", "cpu", "samples", 1, 1e-3, [
+        Func("Parser.parse", "/v1/lib/python3.11/site-packages/pkg/parser.py", 10),
+        Func("helper", "/v1/lib/python3.11/site-packages/pkg/util.py", 5),
+        Func("<module>", "/v1/lib/python3.11/site-packages/pkg/a.py", 1),
+        Func("<module>", "/v1/lib/python3.11/site-packages/pkg/b.py", 1),
+        Func("only_base", "/v1/x.py", 1),
+    ], [])
+    new = Side("n", "sample", "cpu", "samples", 1, 1e-3, [
+        Func("Parser.parse", "/v2/lib/python3.11/site-packages/pkg/parser.py", 40),  # lines moved
+        Func("helper", "/v2/lib/python3.11/site-packages/pkg/_impl/helpers.py", 5),  # file moved
+        Func("<module>", "/v2/lib/python3.11/site-packages/pkg/b.py", 1),
+        Func("<module>", "/v2/lib/python3.11/site-packages/pkg/c.py", 1),
+        Func("only_new", "/v2/y.py", 1),
+    ], [])
+    funcs, bmap, nmap = match_functions(base, new)
+    assert bmap[0] == nmap[0]
+    assert bmap[1] == nmap[1]  # matched by its unique name when its file moved
+    assert bmap[3] == nmap[2]  # <module> of pkg/b.py
+    assert bmap[2] != nmap[3]  # two different modules' <module> are never matched by name
+    assert len(funcs) == 7 and len(set(bmap) | set(nmap)) == 7
+
+
+def test_the_slower_function_ranks_first_and_nothing_else_is_flagged() -> None:
+    r = compare(side(fifty()), side(fifty(slow=17)))
+    first = r.functions[0]
+    assert first.func.name == "f17" and first.rank == 1
+    assert first.self_.sig == 1
+    assert first.self_.ratio == pytest.approx(3 * 5000 / 5200)
+    assert first.self_.base == pytest.approx(0.02)
+    assert first.self_.new == pytest.approx(300 / 5200)
+    # Every other function lost share (the total grew), by less than the noise allows.
+    assert [fd.func.name for fd in r.grew] == ["f17"]
+    assert r.shrank == []
+    # main's total share is 100% on both sides: no change.
+    assert by_name(r)["main"].total.delta == pytest.approx(0)
+    # Its caller is main, carrying all of the growth.
+    (index, rows), = r.callers
+    assert r.functions[index].func.name == "f17"
+    assert r.functions[rows[0][0]].func.name == "main"
+    assert rows[0][1].delta == pytest.approx(first.self_.delta)
+
+
+def test_identical_runs_flag_nothing_and_noise_is_poisson() -> None:
+    r = compare(side(fifty()), side(fifty(scale=1.1)), Settings(floor=0.0))
+    assert r.grew == [] and r.shrank == []
+    f = by_name(r)["f03"]
+    # Shares of 100/5000 and 110/5500: equal; the noise is the two Poisson terms.
+    assert f.self_.delta == pytest.approx(0)
+    assert f.self_.noise == pytest.approx(((100 / 5000**2) + (110 / 5500**2)) ** 0.5)
+
+
+def test_small_counts_are_within_noise() -> None:
+    base = {("main", "a"): 1000.0, ("main", "rare"): 2.0}
+    new = {("main", "a"): 1000.0, ("main", "rare"): 6.0}
+    r = compare(side(base), side(new))
+    assert by_name(r)["rare"].self_.ratio == pytest.approx(6 * 1002 / 2 / 1006)
+    assert r.grew == []  # x3 of 2 samples is well within counting noise
+
+
+def test_per_unit_of_work() -> None:
+    # NEW did twice the work in twice the samples: per unit nothing changed.
+    r = compare(side(fifty()), side(fifty(scale=2.0)), Settings(per=(100, 200)))
+    assert r.unit == "s"
+    assert r.grew == [] and r.shrank == []
+    f = by_name(r)["f00"]
+    assert f.self_.base == pytest.approx(100 / 1000 / 100)  # 1 ms of samples per unit
+    assert f.self_.new == pytest.approx(f.self_.base)
+    # Told both did the same work, everything doubled: every function grew.
+    r = compare(side(fifty()), side(fifty(scale=2.0)), Settings(per=(100, 100)))
+    assert len([fd for fd in r.grew if fd.func.name.startswith("f")]) == 50
+    # A uniform slowdown that shares cannot see, per unit is seen.
+    r = compare(side(fifty()), side(fifty(scale=2.0)))
+    assert r.grew == []
+
+
+def test_fail_reasons_need_growth_beyond_noise() -> None:
+    r = compare(side(fifty()), side(fifty(slow=17)))
+    reasons = fail_reasons(r, 50)
+    assert len(reasons) == 1 and reasons[0].startswith("f17 (app/f17.py) self cost grew 188%")
+    assert fail_reasons(r, 1000) == []
+    quiet = compare(side(fifty()), side(fifty()))
+    assert fail_reasons(quiet, 0) == []
+
+
+def test_incomparable_measures_are_refused() -> None:
+    with pytest.raises(LeadlineError, match="cannot compare .* wall-mode .* cpu-mode"):
+        compare(side(fifty(), measure="wall"), side(fifty(), measure="cpu"))
+    trace = side(fifty(), measure="trace", kind="trace")
+    with pytest.raises(LeadlineError, match="a trace capture"):
+        compare(trace, side(fifty()))
+    # Plain samples (collapsed stacks) compare with either mode.
+    compare(side(fifty(), measure="samples", kind="collapsed"), side(fifty()))
+
+
+def test_parse_per() -> None:
+    assert parse_per("1000") == (1000, 1000)
+    assert parse_per("1000,2000") == (1000, 2000)
+    for bad in ("0", "-1", "x", "1,2,3", "nan", ""):
+        with pytest.raises(LeadlineError, match="--per"):
+            parse_per(bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading pprof and collapsed stacks
+
+
+def sample_profile() -> SampleProfile:
+    frames = [
+        Frame("main", "/app/main.py", 3, 1),
+        Frame("Parser.parse", "/app/p.py", 12, 10),
+        Frame("Parser.parse", "/app/p.py", 14, 10),
+        Frame("tok; en", "/app/t.py", 7, 5),
+    ]
+    stacks = [
+        Stack((0, 1), 1, samples=30, cpu_ns=30_000_000),
+        Stack((0, 2, 3), 1, samples=12, cpu_ns=12_000_000),
+        Stack((0,), 2, samples=5, cpu_ns=5_000_000),
+    ]
+    return SampleProfile(
+        mode="cpu", rate_hz=1000.0, duration_ns=47_000_000, start_unix_ns=1, samples=47,
+        ticks=47, missed=0, torn=0, memory=False, frames=frames,
+        threads=[Thread(1, 9, 9, "MainThread"), Thread(2, 9, 10, "w")], stacks=stacks, meta={},
+    )
+
+
+def test_pprof_reads_back_what_export_wrote() -> None:
+    data = to_pprof(sample_profile())
+    prof = read_pprof("x.pb.gz", data)
+    assert (prof.sample_type, prof.unit, prof.period, prof.period_type) == (
+        "samples", "count", 1_000_000, "cpu"
+    )
+    got = {tuple(f"{f.name}:{f.line}" for f in frames): w for frames, w in prof.stacks}
+    assert got == {
+        ("main:3", "Parser.parse:12"): 30,
+        ("main:3", "Parser.parse:14", "tok; en:7"): 12,
+        ("main:3",): 5,
+    }
+    cpu = read_pprof("x.pb.gz", data, "cpu")
+    assert sorted(w for _, w in cpu.stacks) == [5_000_000, 12_000_000, 30_000_000]
+    assert read_pprof("raw.pb", gzip.decompress(data)).stacks == prof.stacks
+    with pytest.raises(LeadlineError, match="no sample type 'heap'.*samples, cpu, wall"):
+        read_pprof("x.pb.gz", data, "heap")
+    with pytest.raises(LeadlineError, match="x.pb.gz: not a readable pprof profile"):
+        read_pprof("x.pb.gz", data[:40])
+
+
+def test_collapsed_reads_back_what_export_wrote() -> None:
+    text = to_collapsed(sample_profile())
+    prof = read_collapsed("x.txt", text)
+    got = {tuple(f.name for f in frames): w for frames, w in prof.stacks}
+    assert got == {("main", "Parser.parse"): 30, ("main", "Parser.parse", "tok: en"): 12,
+                   ("main",): 5}
+    assert parse_frame_label("f (a/b.py:12)") == Frame("f", "a/b.py", 12, 0)
+    assert parse_frame_label("f (a/b.py)") == Frame("f", "a/b.py", 0, 0)
+    assert parse_frame_label("perf_func") == Frame("perf_func", "", 0, 0)
+    with pytest.raises(LeadlineError, match="x.txt: line 2 is not a folded stack"):
+        read_collapsed("x.txt", "a;b 3\nnot a stack\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the real CLI
+
+SYNTH = """
+    import os
+    SLOW = float(os.environ.get("SLOW", "1"))
+    WORK = int(os.environ.get("WORK", "1"))
+    source = "".join(
+        f"def func_{i:02d}(n):\\n    s = 0\\n    for k in range(n):\\n        s += k\\n    return s\\n"
+        for i in range(50)
+    )
+    exec(compile(source, os.path.join(os.path.dirname(__file__), "funcs.py"), "exec"))
+    funcs = [globals()[f"func_{i:02d}"] for i in range(50)]
+
+    def run(iterations):
+        for _ in range(iterations):
+            for i, f in enumerate(funcs):
+                f(int(1500 * (SLOW if i == 17 else 1)))
+
+    run(ITERATIONS * WORK)
+"""
+ITERATIONS = 500
+
+
+def profiled(tmp_path: Path, name: str, **env: str) -> Path:
+    script = tmp_path / "synth.py"
+    if not script.exists():
+        write(tmp_path, "synth.py", SYNTH.replace("ITERATIONS", str(ITERATIONS)))
+    out = tmp_path / f"{name}.lead"
+    r = subprocess.run(
+        [*leadline_cmd(), "run", "--mode", "cpu", "--rate", "1000", "-o", str(out), "synth.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**__import__("os").environ, "NO_COLOR": "1", **env},
+    )
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def leadline_cmd() -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "leadline"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("diffruns")
+    return {
+        "base": profiled(d, "base"),
+        "again": profiled(d, "again"),
+        "slow": profiled(d, "slow", SLOW="3"),
+        "twice": profiled(d, "twice", WORK="2"),
+    }
+
+
+def diff_json(*args: str | Path, cwd: Path) -> dict[str, Any]:
+    r = leadline("diff", *args, "--json", cwd=cwd)
+    assert r.returncode == 0, r.stderr
+    data: dict[str, Any] = json.loads(r.stdout)
+    return data
+
+
+def flagged(data: dict[str, Any]) -> list[str]:
+    return [f["name"] for f in data["functions"] if f["sig_self"] > 0 or f["sig_total"] > 0]
+
+
+def test_three_times_slower_among_fifty_ranks_first(runs: dict[str, Path], tmp_path: Path) -> None:
+    data = diff_json(runs["base"], runs["slow"], cwd=tmp_path)
+    first = data["functions"][0]
+    assert first["name"] == "func_17" and first["rank"] == 1
+    assert first["file"].endswith("funcs.py")
+    assert first["sig_self"] == 1
+    assert 2.0 < first["ratio_self"] < 4.5  # 3x the time, in a total that grew by 4%
+    assert flagged(data) == ["func_17"]
+    assert data["summary"]["grew"] == 1
+    callers = data["callers"][0]
+    assert data["functions"][callers["function"]]["name"] == "func_17"
+    assert data["functions"][callers["callers"][0]["function"]]["name"] == "run"
+    # The text form: the same function first, then its callers.
+    text = leadline("diff", runs["base"], runs["slow"], cwd=tmp_path).stdout
+    rows = [ln for ln in text.splitlines() if ln.lstrip().startswith("1 ")]
+    assert "func_17" in rows[0] and "grew" in rows[0]
+    assert "Callers of #1 func_17" in text
+
+
+def test_two_runs_of_the_same_program_flag_nothing(runs: dict[str, Path], tmp_path: Path) -> None:
+    data = diff_json(runs["base"], runs["again"], cwd=tmp_path)
+    assert flagged(data) == [] and data["summary"] == {
+        "grew": 0, "shrank": 0, "functions": data["summary"]["functions"]
+    }
+    r = leadline("diff", runs["base"], runs["again"], "--fail-above", "10", cwd=tmp_path)
+    assert r.returncode == 0 and "No function changed beyond noise." in r.stdout
+
+
+def test_twice_the_work_is_no_regression_per_unit(runs: dict[str, Path], tmp_path: Path) -> None:
+    per = f"{ITERATIONS},{2 * ITERATIONS}"
+    data = diff_json(runs["base"], runs["twice"], "--per", per, cwd=tmp_path)
+    assert data["normalization"] == {"by": "per", "unit": "s"}
+    assert flagged(data) == []
+    funcs = {f["name"]: f for f in data["functions"]}
+    # The whole run costs the same per iteration: 50 calls of ~1500 loop steps.
+    run = funcs["run"]
+    assert 0.7 < run["new_total"] / run["base_total"] < 1.3
+    # Read as equal work, the run that did twice as much is a regression of everything.
+    data = diff_json(runs["base"], runs["twice"], "--per", str(ITERATIONS), cwd=tmp_path)
+    assert "run" in flagged(data)
+
+
+def test_fail_above_exits_1_with_a_one_line_reason(runs: dict[str, Path], tmp_path: Path) -> None:
+    r = leadline("diff", runs["base"], runs["slow"], "--fail-above", "20", cwd=tmp_path)
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("leadline: regression: func_17 (") and "self cost grew" in lines[0]
+    r = leadline("diff", runs["base"], runs["slow"], "--fail-above", "100000", cwd=tmp_path)
+    assert r.returncode == 0
+
+
+def test_pprof_and_collapsed_inputs(runs: dict[str, Path], tmp_path: Path) -> None:
+    for name in ("base", "slow"):
+        leadline("export", runs[name], "--format", "pprof", "-o", tmp_path / f"{name}.pb.gz",
+                 cwd=tmp_path, check=True)
+        leadline("export", runs[name], "--format", "collapsed", "--metric", "samples",
+                 "-o", tmp_path / f"{name}.txt", cwd=tmp_path, check=True)
+    for a, b in (("base.pb.gz", "slow.pb.gz"), ("base.txt", "slow.txt"), (runs["base"], "slow.txt")):
+        data = diff_json(a, b, cwd=tmp_path)
+        assert data["functions"][0]["name"] == "func_17"
+        assert data["functions"][0]["sig_self"] == 1
+
+
+def test_trace_captures(tmp_path: Path) -> None:
+    write(tmp_path, "t.py", """
+        import os
+        SLOW = int(os.environ.get("SLOW", "1"))
+        def a(n):
+            return sum(range(n))
+        def b(n):
+            return sum(range(n))
+        def c(n):
+            return sum(range(n * SLOW))
+        for _ in range(3000):
+            a(300); b(300); c(300)
+    """)
+    for name, slow in (("t1", "1"), ("t3", "3")):
+        subprocess.run([*leadline_cmd(), "trace", "-o", f"{name}.lead", "t.py"], cwd=tmp_path,
+                       env={**__import__("os").environ, "SLOW": slow}, check=True,
+                       capture_output=True)
+    data = diff_json("t1.lead", "t3.lead", cwd=tmp_path)
+    assert data["base"]["kind"] == "trace" and data["base"]["unit"] == "ns"
+    first = data["functions"][0]
+    assert first["name"] == "c" and first["sig_self"] == 1
+    # The noise of a trace comes from its per-call times: 3000 calls, so it is small.
+    assert 0 < first["noise_self"] < first["delta_self"] / 4
+    assert flagged(data)[0] == "c"
+
+
+def one_line_error(r: subprocess.CompletedProcess[str]) -> str:
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0].startswith("leadline: error: ")
+    return lines[0]
+
+
+def test_bad_inputs(runs: dict[str, Path], tmp_path: Path) -> None:
+    base = runs["base"]
+    assert "missing.lead: no such file" in one_line_error(
+        leadline("diff", base, "missing.lead", cwd=tmp_path))
+    (tmp_path / "junk.bin").write_bytes(b"\x00\x01garbage\xff" * 10)
+    assert "junk.bin: not a leadline capture, a pprof profile or collapsed stacks" in (
+        one_line_error(leadline("diff", "junk.bin", base, cwd=tmp_path)))
+    (tmp_path / "bad.pb.gz").write_bytes(gzip.compress(b"\x0a\xff\xff\xff"))
+    assert "bad.pb.gz: not a readable pprof profile" in one_line_error(
+        leadline("diff", base, "bad.pb.gz", cwd=tmp_path))
+    (tmp_path / "empty.txt").write_text("")
+    assert "empty.txt: an empty file" in one_line_error(
+        leadline("diff", base, "empty.txt", cwd=tmp_path))
+    (tmp_path / "head.lead").write_bytes(base.read_bytes()[:12])
+    assert "head.lead" in one_line_error(leadline("diff", "head.lead", base, cwd=tmp_path))
+    # A wall-mode capture and a cpu-mode one measure different things.
+    write(tmp_path, "w.py", "sum(range(10**6))\n")
+    leadline("run", "--mode", "wall", "-o", "wall.lead", "w.py", cwd=tmp_path, check=True)
+    msg = one_line_error(leadline("diff", "wall.lead", base, cwd=tmp_path))
+    assert "cannot compare wall.lead (a wall-mode sampling capture) with" in msg
+    assert "--per" in one_line_error(leadline("diff", base, base, "--per", "0", cwd=tmp_path))
+    assert "--fail-above" in one_line_error(
+        leadline("diff", base, base, "--fail-above", "lots", cwd=tmp_path))
+
+
+def test_truncated_capture_is_compared_with_a_warning(runs: dict[str, Path], tmp_path: Path) -> None:
+    raw = runs["slow"].read_bytes()
+    cut = tmp_path / "cut.lead"
+    cut.write_bytes(raw[: len(raw) * 3 // 4])
+    r = leadline("diff", runs["base"], cut, "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["new"]["total"] > 0
+    assert "warning: " in r.stderr and "cut.lead" in r.stderr
