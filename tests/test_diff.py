@@ -149,12 +149,13 @@ def test_per_unit_of_work() -> None:
     # NEW did twice the work in twice the samples: per unit nothing changed.
     r = compare(side(fifty()), side(fifty(scale=2.0)), Settings(per=(100, 200)))
     assert r.unit == "s"
+    assert r.settings.floor == 0.10  # machine speed varies between runs: a wider floor
     assert r.grew == [] and r.shrank == []
     f = by_name(r)["f00"]
     assert f.self_.base == pytest.approx(100 / 1000 / 100)  # 1 ms of samples per unit
     assert f.self_.new == pytest.approx(f.self_.base)
     # Told both did the same work, everything doubled: every function grew.
-    r = compare(side(fifty()), side(fifty(scale=2.0)), Settings(per=(100, 100)))
+    r = compare(side(fifty(scale=10)), side(fifty(scale=20)), Settings(per=(100, 100)))
     assert len([fd for fd in r.grew if fd.func.name.startswith("f")]) == 50
     # A uniform slowdown that shares cannot see, per unit is seen.
     r = compare(side(fifty()), side(fifty(scale=2.0)))
@@ -266,7 +267,7 @@ SYNTH = """
 
     run(ITERATIONS * WORK)
 """
-ITERATIONS = 500
+ITERATIONS = 800
 
 
 def profiled(tmp_path: Path, name: str, **env: str) -> Path:
@@ -275,7 +276,7 @@ def profiled(tmp_path: Path, name: str, **env: str) -> Path:
         write(tmp_path, "synth.py", SYNTH.replace("ITERATIONS", str(ITERATIONS)))
     out = tmp_path / f"{name}.lead"
     r = subprocess.run(
-        [*leadline_cmd(), "run", "--mode", "cpu", "--rate", "1000", "-o", str(out), "synth.py"],
+        [*leadline_cmd(), "run", "--mode", "cpu", "--rate", "2000", "-o", str(out), "synth.py"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
         env={**__import__("os").environ, "NO_COLOR": "1", **env},
     )
@@ -318,8 +319,9 @@ def test_three_times_slower_among_fifty_ranks_first(runs: dict[str, Path], tmp_p
     assert first["file"].endswith("funcs.py")
     assert first["sig_self"] == 1
     assert 2.0 < first["ratio_self"] < 4.5  # 3x the time, in a total that grew by 4%
-    assert flagged(data) == ["func_17"]
-    assert data["summary"]["grew"] == 1
+    # None of the 49 others is flagged (its callers may be: the loop that calls it).
+    assert [n for n in flagged(data) if n.startswith("func_")] == ["func_17"]
+    assert set(flagged(data)) <= {"func_17", "run", "<module>"}
     callers = data["callers"][0]
     assert data["functions"][callers["function"]]["name"] == "func_17"
     assert data["functions"][callers["callers"][0]["function"]]["name"] == "run"

@@ -16,8 +16,10 @@ weight, plus what the noise of those weights is.  Everything after that works on
    samples has variance ``k`` (times the sample's size in time).  A trace knows every call, so
    a function's spread is its calls times the variance of its per-call time.  To these a floor
    is added (``floor`` x the value on each side): runs of one program on one machine vary
-   by a few percent beyond counting noise.  A change is *beyond noise* when it is larger than
-   ``sigma`` of those standard deviations and than ``min_delta`` of the total.
+   beyond counting noise, by a few percent in shares and by more in cost per unit of work,
+   where the machine's speed from run to run does not cancel out (3% and 10% by default).
+   A change is *beyond noise* when it is larger than ``sigma`` of those standard deviations
+   and than ``min_delta`` of the total.
 4. **Ranking.** Growth of exclusive (self) cost beyond noise comes first, largest first: that
    is where the new time is spent.  Functions whose only change is inclusive (their callers)
    follow, then what shrank, then the rest.  The callers of the top regressions show where
@@ -26,6 +28,7 @@ weight, plus what the noise of those weights is.  Everything after that works on
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -43,7 +46,8 @@ from .sampling import load_profile, selected
 
 SCHEMA_VERSION = 1
 DEFAULT_SIGMA = 4.0
-DEFAULT_FLOOR = 0.03
+DEFAULT_FLOOR = 0.03  # shares of the total: the machine's speed cancels out
+DEFAULT_PER_FLOOR = 0.10  # cost per unit of work: the machine's speed from run to run counts
 DEFAULT_MIN_DELTA = 0.002  # of the total (share mode) or of the base's total cost per unit
 TOP_CALLERS = 3  # regressions whose callers are listed
 CALLERS_EACH = 8  # callers listed for each
@@ -398,7 +402,7 @@ class Change:
 class Settings:
     per: tuple[float, float] | None = None  # units of work of BASE and NEW
     sigma: float = DEFAULT_SIGMA
-    floor: float = DEFAULT_FLOOR
+    floor: float | None = None  # None: DEFAULT_FLOOR for shares, DEFAULT_PER_FLOOR per unit
     min_delta: float = DEFAULT_MIN_DELTA
     tree: bool = True  # build the merged call-path tree (for the HTML flame graph)
 
@@ -456,7 +460,8 @@ def _scales(base: Side, new: Side, s: Settings) -> tuple[float, float, str]:
 
 
 def _change(b: float, n: float, var: float, s: Settings, min_abs: float) -> Change:
-    noise = math.sqrt(var + (s.floor * b) ** 2 + (s.floor * n) ** 2)
+    floor = s.floor or 0.0
+    noise = math.sqrt(var + (floor * b) ** 2 + (floor * n) ** 2)
     d = n - b
     sig = 0
     if abs(d) > s.sigma * noise and abs(d) > min_abs:
@@ -479,6 +484,8 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
     check_comparable(base, new)
     if s.per is not None and min(s.per) <= 0:
         raise LeadlineError("--per: units of work must be positive")
+    if s.floor is None:
+        s = dataclasses.replace(s, floor=DEFAULT_FLOOR if s.per is None else DEFAULT_PER_FLOOR)
     funcs, bmap, nmap = match_functions(base, new)
     k_base, k_new, unit = _scales(base, new, s)
     cb = _costs(base, bmap, k_base, s.tree)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from .diff import DEFAULT_FLOOR, DEFAULT_SIGMA, Settings, diff_paths, fail_reasons
+from .diff import DEFAULT_SIGMA, Settings, diff_paths, fail_reasons
 from .errors import LeadlineError
 from .profiler import ProfileOptions, Profiler
 
@@ -123,7 +123,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         diff = diff_paths(
             str(baseline),
             str(target),
-            Settings(per=(1.0, 1.0), sigma=DEFAULT_SIGMA, floor=DEFAULT_FLOOR, tree=False),
+            Settings(per=(1.0, 1.0), sigma=DEFAULT_SIGMA, tree=False),
         )
     except LeadlineError as e:
         pytest.fail(f"leadline: cannot compare with the baseline: {e}", pytrace=False)

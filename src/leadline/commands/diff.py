@@ -9,6 +9,7 @@ from typing import Any
 
 from ..diff import (
     DEFAULT_FLOOR,
+    DEFAULT_PER_FLOOR,
     DEFAULT_MIN_DELTA,
     DEFAULT_SIGMA,
     Settings,
@@ -92,9 +93,9 @@ def register(sub: Any) -> None:
         "--noise-floor",
         metavar="PCT",
         type=_pct,
-        default=100 * DEFAULT_FLOOR,
+        default=None,
         help="run-to-run variation assumed on top of counting noise, in %% of a value "
-        f"(default {100 * DEFAULT_FLOOR:g})",
+        f"(default {100 * DEFAULT_FLOOR:g} for shares, {100 * DEFAULT_PER_FLOOR:g} with --per)",
     )
     p.add_argument(
         "--min-delta",
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(
         per=parse_per(args.per) if args.per else None,
         sigma=args.sigma,
-        floor=args.noise_floor / 100,
+        floor=None if args.noise_floor is None else args.noise_floor / 100,
         min_delta=args.min_delta / 100,
         tree=args.format == "html",
     )

@@ -62,7 +62,7 @@ def header_lines(r: DiffResult) -> list[str]:
         _side_line("BASE", r.base, per[0] if per else None),
         _side_line("NEW ", r.new, per[1] if per else None),
         f"Normalised by {how}; beyond noise: more than {s.sigma:g} sigma "
-        f"(counting noise + {100 * s.floor:g}% run-to-run floor) "
+        f"(counting noise + {100 * (s.floor or 0):g}% run-to-run floor) "
         f"and {100 * s.min_delta:g}% of the total",
     ]
     lines += [f"warning: {w}" for w in r.base.warnings + r.new.warnings]

@@ -1,0 +1,95 @@
+"""The pytest plugin, end to end: `pytest --leadline-baseline DIR` stores each test's profile,
+passes unchanged tests and fails the test whose profile regressed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import write
+
+from leadline.pytest_plugin import profile_name
+
+SUITE = """
+    import os
+    SLOW = int(os.environ.get("SLOW", "1"))
+
+    def helper(n):
+        s = 0
+        for k in range(n):
+            s += k
+        return s
+
+    def other(n):
+        return sum(i * i for i in range(n))
+
+    def test_work():
+        for _ in range(1000):
+            helper(4000 * SLOW)
+            other(2000)
+
+    def test_quick():
+        assert other(10) == 285
+"""
+
+
+def pytest_run(tmp_path: Path, *args: str, slow: int = 1) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SLOW": str(slow), "NO_COLOR": "1"}
+    env.pop("PYTEST_ADDOPTS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args, "test_suite.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+def test_profile_names() -> None:
+    assert profile_name("tests/test_a.py::test_b[x-1]") == "tests_test_a.py__test_b[x-1].lead"
+    long = profile_name("t.py::test_" + "x" * 400)
+    assert len(long) < 160 and long.endswith(".lead")
+    assert profile_name("t.py::test_" + "x" * 400) != profile_name("t.py::test_" + "x" * 401)
+
+
+def test_baseline_then_unchanged_then_regressed(tmp_path: Path) -> None:
+    write(tmp_path, "test_suite.py", SUITE)
+    # Without the option the plugin does nothing.
+    r = pytest_run(tmp_path)
+    assert r.returncode == 0 and "leadline:" not in r.stdout
+
+    r = pytest_run(tmp_path, "--leadline-baseline", "base")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 tests compared with their baseline (0 regressed), 2 baselines stored" in r.stdout
+    stored = sorted(p.name for p in (tmp_path / "base").glob("*.lead"))
+    assert stored == ["test_suite.py__test_quick.lead", "test_suite.py__test_work.lead"]
+
+    r = pytest_run(tmp_path, "--leadline-baseline", "base")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 tests compared with their baseline (0 regressed), 0 baselines stored" in r.stdout
+    assert (tmp_path / "base" / "latest" / "test_suite.py__test_work.lead").stat().st_size > 0
+
+    r = pytest_run(tmp_path, "--leadline-baseline", "base", slow=3)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "1 failed, 1 passed" in r.stdout
+    assert "FAILED test_suite.py::test_work" in r.stdout
+    assert "leadline: this test's profile regressed against base" in r.stdout
+    reason = next(ln for ln in r.stdout.splitlines() if "cost grew" in ln)
+    assert reason.strip().startswith("helper (")
+    assert "2 tests compared with their baseline (1 regressed)" in r.stdout
+
+    # Accepting the new speed: --leadline-update stores it, and it then compares clean.
+    r = pytest_run(tmp_path, "--leadline-baseline", "base", "--leadline-update", slow=3)
+    assert r.returncode == 0 and "2 baselines stored" in r.stdout
+    r = pytest_run(tmp_path, "--leadline-baseline", "base", slow=3)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_bad_plugin_options(tmp_path: Path) -> None:
+    write(tmp_path, "test_suite.py", SUITE)
+    r = pytest_run(tmp_path, "--leadline-baseline", "base", "--leadline-rate", "0")
+    assert r.returncode == 4
+    assert "--leadline-baseline: --rate must be between" in r.stderr
