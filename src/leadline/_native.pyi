@@ -49,9 +49,7 @@ class Aggregator:
     def finish(
         self,
     ) -> tuple[
-        list[
-            tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, float, float]
-        ],
+        list[tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, float, float]],
         list[tuple[int, int, int, int, int]],
         list[tuple[int, int, int, int, int]],
     ]: ...

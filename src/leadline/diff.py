@@ -41,7 +41,6 @@ from .analysis import analyse
 from .capture import MAGIC, Capture
 from .errors import LeadlineError
 from .import_formats import ForeignProfile, read_collapsed, read_pprof
-from .profile_model import Frame
 from .sampling import load_profile, selected
 
 SCHEMA_VERSION = 1
@@ -151,8 +150,7 @@ def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
     intern = _Interner()
     func_of = [intern(f.name, f.file, f.func_line) for f in p.frames]
     stacks = _merge(
-        (tuple(func_of[i] for i in s.frames), float(w))
-        for s, w in selected(p, idle, "samples")
+        (tuple(func_of[i] for i in s.frames), float(w)) for s, w in selected(p, idle, "samples")
     )
     side = Side(
         path=path,
@@ -193,7 +191,7 @@ def _from_trace(path: str, cap: Capture) -> Side:
             fn = cap.function(n.func)
             f = func_ids[n.func] = intern(fn.label, fn.file, fn.line)
         above = paths[n.parent] if n.parent >= 0 else ()
-        here = above + (f,)
+        here = (*above, f)
         paths.append(here)
         weights[here] = weights.get(here, 0.0) + n.self_ns
         side.path_var[here] = side.path_var.get(here, 0.0) + n.spread("incl")
@@ -209,8 +207,7 @@ def _from_trace(path: str, cap: Capture) -> Side:
 def _from_foreign(path: str, prof: ForeignProfile) -> Side:
     intern = _Interner()
     stacks = _merge(
-        (tuple(intern(f.name, f.file, f.func_line) for f in frames), w)
-        for frames, w in prof.stacks
+        (tuple(intern(f.name, f.file, f.func_line) for f in frames), w) for frames, w in prof.stacks
     )
     seconds: float | None = None
     unit = "samples"
@@ -282,7 +279,7 @@ def load_side(path: str, *, idle: bool = False, sample_type: str | None = None) 
 def check_comparable(base: Side, new: Side) -> None:
     """Refuses two inputs whose weights mean different things."""
     a, b = base.measure, new.measure
-    if a == b or "samples" in (a, b) and "trace" not in (a, b):
+    if a == b or ("samples" in (a, b) and "trace" not in (a, b)):
         return
     raise LeadlineError(
         f"cannot compare {base.describe()} with {new.describe()}: "
@@ -692,7 +689,5 @@ def diff_paths(
     sample_type: str | None = None,
 ) -> DiffResult:
     """The Python API of ``leadline diff``: read both inputs and compare them."""
-    sides: Sequence[Side] = [
-        load_side(p, idle=idle, sample_type=sample_type) for p in (base, new)
-    ]
+    sides: Sequence[Side] = [load_side(p, idle=idle, sample_type=sample_type) for p in (base, new)]
     return compare(sides[0], sides[1], settings)

@@ -9,8 +9,8 @@ from typing import Any
 
 from ..diff import (
     DEFAULT_FLOOR,
-    DEFAULT_PER_FLOOR,
     DEFAULT_MIN_DELTA,
+    DEFAULT_PER_FLOOR,
     DEFAULT_SIGMA,
     Settings,
     diff_paths,
@@ -126,9 +126,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.limit is not None and args.limit < 1:
         raise LeadlineError("--limit must be at least 1")
-    result = diff_paths(
-        args.base, args.new, settings, idle=args.idle, sample_type=args.sample_type
-    )
+    result = diff_paths(args.base, args.new, settings, idle=args.idle, sample_type=args.sample_type)
     output = args.output
     if args.format == "html" and not output:
         output = str(args.new).rsplit(".", 1)[0] + ".diff.html"

@@ -31,7 +31,7 @@ def fmt_ratio(ch: Change) -> str:
         return "new" if ch.new > 0 else ""
     if ch.new <= 0:
         return "gone"
-    return f"×{ch.new / ch.base:.2f}"
+    return f"\u00d7{ch.new / ch.base:.2f}"
 
 
 def _side_line(label: str, side: Side, units: float | None) -> str:
@@ -40,9 +40,7 @@ def _side_line(label: str, side: Side, units: float | None) -> str:
     if side.meta.get("python_version"):
         parts.append(f"Python {side.meta['python_version']}")
     total = side.total
-    parts.append(
-        f"total {fmt_ns(total)}" if side.unit == "ns" else f"{total:,.0f} samples"
-    )
+    parts.append(f"total {fmt_ns(total)}" if side.unit == "ns" else f"{total:,.0f} samples")
     if units is not None:
         parts.append(f"{units:g} units of work")
     if argv:
@@ -124,12 +122,11 @@ def render_diff_text(r: DiffResult, console: Console, limit: int | None = None) 
                 highlight=False,
             )
     console.print()
-    grew, shrank = len(r.grew), len(r.shrank)
-    if not grew and not shrank:
+    n_grew, n_shrank = len(r.grew), len(r.shrank)
+    if not n_grew and not n_shrank:
         console.print("No function changed beyond noise.", markup=False)
     else:
         console.print(
-            f"{grew} function{'s' if grew != 1 else ''} grew beyond noise, "
-            f"{shrank} shrank.",
+            f"{n_grew} function{'s' if n_grew != 1 else ''} grew beyond noise, {n_shrank} shrank.",
             markup=False,
         )
