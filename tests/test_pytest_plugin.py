@@ -26,20 +26,33 @@ SUITE = """
         return sum(i * i for i in range(n))
 
     def test_work():
-        for _ in range(1000):
-            helper(4000 * SLOW)
-            other(2000)
+        for _ in range(2000):
+            helper(1000 * SLOW)
+            other(4000)
 
     def test_quick():
         assert other(10) == 285
 """
 
 
+RATE = ("--leadline-rate", "2000")  # enough samples in a test of about half a second
+
+
 def pytest_run(tmp_path: Path, *args: str, slow: int = 1) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SLOW": str(slow), "NO_COLOR": "1"}
     env.pop("PYTEST_ADDOPTS", None)
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args, "test_suite.py"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            *RATE,
+            *args,
+            "test_suite.py",
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -69,7 +82,8 @@ def test_baseline_then_unchanged_then_regressed(tmp_path: Path) -> None:
 
     r = pytest_run(tmp_path, "--leadline-baseline", "base")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "2 tests compared with their baseline (0 regressed), 0 baselines stored" in r.stdout
+    assert "1 tests compared with their baseline (0 regressed), 0 baselines stored" in r.stdout
+    assert "1 too short to sample" in r.stdout
     assert (tmp_path / "base" / "latest" / "test_suite.py__test_work.lead").stat().st_size > 0
 
     r = pytest_run(tmp_path, "--leadline-baseline", "base", slow=3)
@@ -79,13 +93,18 @@ def test_baseline_then_unchanged_then_regressed(tmp_path: Path) -> None:
     assert "leadline: this test's profile regressed against base" in r.stdout
     reason = next(ln for ln in r.stdout.splitlines() if "cost grew" in ln)
     assert reason.strip().startswith("helper (")
-    assert "2 tests compared with their baseline (1 regressed)" in r.stdout
+    assert "1 tests compared with their baseline (1 regressed)" in r.stdout
 
     # Accepting the new speed: --leadline-update stores it, and it then compares clean.
     r = pytest_run(tmp_path, "--leadline-baseline", "base", "--leadline-update", slow=3)
     assert r.returncode == 0 and "2 baselines stored" in r.stdout
     r = pytest_run(tmp_path, "--leadline-baseline", "base", slow=3)
     assert r.returncode == 0, r.stdout + r.stderr
+
+    # Time per run: the same regression is seen in absolute cost.
+    r = pytest_run(tmp_path, "--leadline-baseline", "base", "--leadline-per-run", slow=9)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "--per 1" in r.stdout and "FAILED test_suite.py::test_work" in r.stdout
 
 
 def test_bad_plugin_options(tmp_path: Path) -> None:

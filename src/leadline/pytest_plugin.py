@@ -3,9 +3,12 @@ whose profile regressed against the one stored for it.
 
 The first run (or ``--leadline-update``) stores each test's profile as ``DIR/<test>.lead``.
 Later runs profile the test again, into ``DIR/latest/<test>.lead``, and compare the two with
-``leadline diff``'s rules, cost per run of the test: a test fails when one of its functions
-costs more than ``--leadline-fail-above`` percent (default 25) more than in the baseline, beyond
-noise.  ``leadline diff DIR/<test>.lead DIR/latest/<test>.lead --per 1 --html`` shows why.
+``leadline diff``'s rules: a test fails when one of its functions costs more than
+``--leadline-fail-above`` percent (default 25) more than in the baseline, beyond noise.  Costs
+are shares of the test's samples by default, which the speed of a shared CI machine does not
+change; ``--leadline-per-run`` compares time per run of the test instead, which also sees a
+test that became uniformly slower but is only as steady as the machine.
+``leadline diff DIR/<test>.lead DIR/latest/<test>.lead --html`` shows why.
 
 The plugin is installed with leadline and does nothing unless ``--leadline-baseline`` is given.
 """
@@ -19,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from .diff import DEFAULT_SIGMA, Settings, diff_paths, fail_reasons
+from .diff import DEFAULT_SIGMA, Settings, compare, fail_reasons, load_side
 from .errors import LeadlineError
 from .profiler import ProfileOptions, Profiler
 
@@ -46,6 +49,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=float,
         default=25.0,
         help="fail a test when a function's cost grew more than PCT%% beyond noise (default 25)",
+    )
+    group.addoption(
+        "--leadline-per-run",
+        action="store_true",
+        help="compare time per run of the test, not shares of its samples",
     )
     group.addoption(
         "--leadline-rate",
@@ -77,12 +85,16 @@ class _Session:
         self.dir = Path(config.getoption("leadline_baseline"))
         self.update: bool = config.getoption("leadline_update")
         self.fail_above: float = config.getoption("leadline_fail_above")
+        self.per: tuple[float, float] | None = (
+            (1.0, 1.0) if config.getoption("leadline_per_run") else None
+        )
         self.options = ProfileOptions(
             rate_hz=config.getoption("leadline_rate"), mode=config.getoption("leadline_mode")
         )
         self.stored: list[str] = []
         self.compared: list[str] = []
         self.regressed: list[str] = []
+        self.short: list[str] = []
 
 
 _KEY = pytest.StashKey[_Session]()
@@ -118,22 +130,25 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     if store:
         session.stored.append(item.nodeid)
         return result
-    session.compared.append(item.nodeid)
     try:
-        diff = diff_paths(
-            str(baseline),
-            str(target),
-            Settings(per=(1.0, 1.0), sigma=DEFAULT_SIGMA, tree=False),
-        )
+        sides = [load_side(str(p)) for p in (baseline, target)]
+        if min(side.total for side in sides) <= 0:
+            session.short.append(item.nodeid)  # too short to be sampled: nothing to compare
+            return result
+        diff = compare(*sides, Settings(per=session.per, sigma=DEFAULT_SIGMA, tree=False))
+        error = ""
     except LeadlineError as e:
-        pytest.fail(f"leadline: cannot compare with the baseline: {e}", pytrace=False)
+        error = str(e)
+    if error:
+        pytest.fail(f"leadline: cannot compare with the baseline: {error}", pytrace=False)
+    session.compared.append(item.nodeid)
     reasons = fail_reasons(diff, session.fail_above)
     if reasons:
         session.regressed.append(item.nodeid)
         lines = "\n".join(f"  {r}" for r in reasons[:5])
         pytest.fail(
             f"leadline: this test's profile regressed against {baseline}:\n{lines}\n"
-            f"  see: leadline diff {baseline} {target} --per 1",
+            f"  see: leadline diff {baseline} {target}" + (" --per 1" if session.per else ""),
             pytrace=False,
         )
     return result
@@ -147,4 +162,5 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         f"leadline: {len(session.compared)} tests compared with their baseline "
         f"({len(session.regressed)} regressed), {len(session.stored)} baselines stored in "
         f"{session.dir}"
+        + (f", {len(session.short)} too short to sample" if session.short else "")
     )
