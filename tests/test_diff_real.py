@@ -1,0 +1,137 @@
+"""`leadline diff` on real regressions between releases of real packages from PyPI.
+
+Each pair's two versions are installed into their own virtual environment, the same workload
+script runs under `leadline run` in each, and the diff must rank the function the slowdown is
+in first.  Two runs of the same version must flag nothing.
+
+- jsonschema 3.2.0 -> 4.0.1: "performance regression from 3.2.0 to 4.0.1"
+  (github.com/python-jsonschema/jsonschema/issues/853: 5x slower validation of a schema full of
+  $refs; issue 1231 traces it to `RefResolver.resolve_fragment` scanning the whole schema with
+  `_finditem` on every reference).  The culprit is `RefResolver._finditem`, new in 4.0.
+- lizard 1.15.7 -> 1.16.1: "Latest release made it considerably slower"
+  (github.com/terryyin/lizard/issues/253: 2 min -> 24 min on 3910 files; the maintainer
+  reverted).  The culprit is the tokenizer, `CodeReader.generate_tokens.<locals>._generate_tokens`,
+  whose regular expression gained patterns that backtrack over the whole source.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import leadline
+
+HERE = Path(__file__).resolve().parent / "real_regressions"
+
+
+@dataclass(frozen=True)
+class Pair:
+    package: str
+    base: str
+    new: str
+    requirements: tuple[str, ...]  # pinned, installed with --no-deps alongside the package
+    script: str
+    culprit: str  # qualified name (3.11+)
+    culprit_file: str  # module-relative
+
+    @property
+    def culprit_name(self) -> str:
+        """The name the profile shows: Python 3.10 has no qualified names on code objects."""
+        return self.culprit if sys.version_info >= (3, 11) else self.culprit.rsplit(".", 1)[-1]
+
+
+PAIRS = [
+    Pair(
+        "jsonschema",
+        "3.2.0",
+        "4.0.1",
+        ("attrs==24.2.0", "pyrsistent==0.20.0", "six==1.17.0"),
+        "jsonschema_workload.py",
+        "RefResolver._finditem",
+        "jsonschema/validators.py",
+    ),
+    Pair(
+        "lizard",
+        "1.15.7",
+        "1.16.1",
+        (),
+        "lizard_workload.py",
+        "CodeReader.generate_tokens.<locals>._generate_tokens",
+        "lizard_languages/code_reader.py",
+    ),
+]
+
+
+def make_venv(root: Path, package: str, version: str, requirements: tuple[str, ...]) -> Path:
+    """A virtual environment of this interpreter with `package==version` from PyPI, and
+    leadline (this build) importable after its own packages."""
+    venv = root / f"{package}-{version}"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    r = subprocess.run(
+        [
+            sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
+            "--no-deps", "--disable-pip-version-check", f"{package}=={version}", *requirements,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, f"pip install {package}=={version} failed:\n{r.stderr}"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    # Appended to sys.path after the environment's own site-packages, so its pinned packages
+    # win over any other version this interpreter's environment has.
+    Path(site, "zz_leadline.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python
+
+
+def profile(python: Path, script: str, out: Path, expected_version: str) -> Path:
+    env = {**os.environ, "NO_COLOR": "1"}
+    env.pop("PYTHONPATH", None)
+    r = subprocess.run(
+        [str(python), "-m", "leadline", "run", "--mode", "cpu", "--rate", "2000", "-o", str(out),
+         str(HERE / script)],
+        capture_output=True, text=True, timeout=600, env=env, cwd=out.parent,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == expected_version  # the environment's own copy
+    return out
+
+
+def diff(a: Path, b: Path) -> dict[str, object]:
+    r = leadline("diff", a, b, "--json", cwd=a.parent)
+    assert r.returncode == 0, r.stderr
+    data: dict[str, object] = json.loads(r.stdout)
+    return data
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: f"{p.package}-{p.base}-{p.new}")
+def test_real_regression_is_ranked_first(pair: Pair, tmp_path: Path) -> None:
+    old_py = make_venv(tmp_path, pair.package, pair.base, pair.requirements)
+    new_py = make_venv(tmp_path, pair.package, pair.new, pair.requirements)
+    base = profile(old_py, pair.script, tmp_path / "base.lead", pair.base)
+    again = profile(old_py, pair.script, tmp_path / "again.lead", pair.base)
+    new = profile(new_py, pair.script, tmp_path / "new.lead", pair.new)
+
+    data = diff(base, new)
+    functions = data["functions"]
+    assert isinstance(functions, list)
+    first = functions[0]
+    assert (first["name"], first["module_path"]) == (pair.culprit_name, pair.culprit_file), [
+        (f["name"], f["delta_self"]) for f in functions[:5]
+    ]
+    assert first["rank"] == 1 and first["sig_self"] == 1
+    assert first["new_self"] > 0.3  # it is where most of the new version's time goes
+
+    quiet = diff(base, again)
+    flagged = [f["name"] for f in quiet["functions"] if f["sig_self"] or f["sig_total"]]  # type: ignore[index, union-attr]
+    assert flagged == [], flagged
