@@ -156,9 +156,14 @@ def test_identical_runs_flag_nothing_and_noise_is_poisson() -> None:
     r = compare(side(fifty()), side(fifty(scale=1.1)), Settings(floor=0.0))
     assert r.grew == [] and r.shrank == []
     f = by_name(r)["f03"]
-    # Shares of 100/5000 and 110/5500: equal; the noise is the two Poisson terms.
+    # Shares of 100/5000 and 110/5500: equal; the noise is the two binomial terms.
     assert f.self_.delta == pytest.approx(0)
-    assert f.self_.noise == pytest.approx(((100 / 5000**2) + (110 / 5500**2)) ** 0.5)
+    p = 0.02
+    assert f.self_.noise == pytest.approx((p * (1 - p) / 5000 + p * (1 - p) / 5500) ** 0.5)
+    # Per unit of work a count is Poisson: 100 samples of 1 ms, 110 of 1 ms in 1.1 units.
+    r = compare(side(fifty()), side(fifty(scale=1.1)), Settings(per=(1, 1.1), floor=0.0))
+    f = by_name(r)["f03"]
+    assert f.self_.noise == pytest.approx((100 * 1e-6 + 110 * 1e-6 / 1.21) ** 0.5)
 
 
 def test_small_counts_are_within_noise() -> None:

@@ -76,8 +76,17 @@ def make_venv(root: Path, package: str, version: str, requirements: tuple[str, .
     python = venv / "bin" / "python"
     r = subprocess.run(
         [
-            sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
-            "--no-deps", "--disable-pip-version-check", f"{package}=={version}", *requirements,
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+            f"{package}=={version}",
+            *requirements,
         ],
         capture_output=True,
         text=True,
@@ -86,7 +95,9 @@ def make_venv(root: Path, package: str, version: str, requirements: tuple[str, .
     assert r.returncode == 0, f"pip install {package}=={version} failed:\n{r.stderr}"
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     # Appended to sys.path after the environment's own site-packages, so its pinned packages
     # win over any other version this interpreter's environment has.
@@ -98,9 +109,24 @@ def profile(python: Path, script: str, out: Path, expected_version: str) -> Path
     env = {**os.environ, "NO_COLOR": "1"}
     env.pop("PYTHONPATH", None)
     r = subprocess.run(
-        [str(python), "-m", "leadline", "run", "--mode", "cpu", "--rate", "2000", "-o", str(out),
-         str(HERE / script)],
-        capture_output=True, text=True, timeout=600, env=env, cwd=out.parent,
+        [
+            str(python),
+            "-m",
+            "leadline",
+            "run",
+            "--mode",
+            "cpu",
+            "--rate",
+            "2000",
+            "-o",
+            str(out),
+            str(HERE / script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=out.parent,
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == expected_version  # the environment's own copy

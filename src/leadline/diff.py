@@ -13,7 +13,8 @@ weight, plus what the noise of those weights is.  Everything after that works on
    of work it did instead, so costs are per unit (seconds per iteration when the time base is
    known) and a run that did twice the work does not read as a regression.
 3. **Noise.** Sampled weights are counts, so their spread is Poisson: a weight of ``k``
-   samples has variance ``k`` (times the sample's size in time).  A trace knows every call, so
+   samples has variance ``k`` (times the sample's size in time); as a share of the side's
+   ``n`` samples it is binomial, ``k (1 - k/n)``.  A trace knows every call, so
    a function's spread is its calls times the variance of its per-call time.  To these a floor
    is added (``floor`` x the value on each side): runs of one program on one machine vary
    beyond counting noise, by a few percent in shares and by more in cost per unit of work,
@@ -344,7 +345,10 @@ class Costs:
     total: float = 0.0
 
 
-def _costs(side: Side, mapping: list[int], scale: float, tree: bool) -> Costs:
+def _costs(side: Side, mapping: list[int], scale: float, tree: bool, shares: bool) -> Costs:
+    """One side's costs, `scale`d.  A sampled weight's variance is Poisson (k samples: k), or
+    binomial for `shares` (k of the side's n samples: k (1 - k/n)): the share of a function that
+    takes most of the time cannot vary as much as a count that large could."""
     c = Costs()
     sampled = side.kind != "trace"
     q = side.quantum * scale  # a sample's weight after scaling
@@ -368,15 +372,21 @@ def _costs(side: Side, mapping: list[int], scale: float, tree: bool) -> Costs:
                 prefix = path[:depth]
                 c.paths[prefix] = c.paths.get(prefix, 0.0) + v
     if sampled:
-        c.self_var = {f: v * q for f, v in c.self_.items()}
-        c.incl_var = {f: v * q for f, v in c.incl.items()}
-        c.path_var = {p: v * q for p, v in c.paths.items()}
+        c.self_var = {f: _sample_var(v, q, shares) for f, v in c.self_.items()}
+        c.incl_var = {f: _sample_var(v, q, shares) for f, v in c.incl.items()}
+        c.path_var = {p: _sample_var(v, q, shares) for p, v in c.paths.items()}
     else:
         s2 = scale * scale
         c.self_var = {mapping[f]: v * s2 for f, v in side.self_var.items()}
         c.incl_var = {mapping[f]: v * s2 for f, v in side.incl_var.items()}
         c.path_var = {tuple(mapping[i] for i in p): v * s2 for p, v in side.path_var.items()}
     return c
+
+
+def _sample_var(v: float, q: float, shares: bool) -> float:
+    """The variance of a sampled cost `v` whose samples weigh `q` each; as a share (of 1),
+    binomial."""
+    return v * q * (max(1.0 - v, 0.0) if shares else 1.0)
 
 
 @dataclass
@@ -485,8 +495,9 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
         s = dataclasses.replace(s, floor=DEFAULT_FLOOR if s.per is None else DEFAULT_PER_FLOOR)
     funcs, bmap, nmap = match_functions(base, new)
     k_base, k_new, unit = _scales(base, new, s)
-    cb = _costs(base, bmap, k_base, s.tree)
-    cn = _costs(new, nmap, k_new, s.tree)
+    shares = s.per is None
+    cb = _costs(base, bmap, k_base, s.tree, shares)
+    cn = _costs(new, nmap, k_new, s.tree, shares)
     min_abs = s.min_delta * cb.total
 
     diffs = []
@@ -524,7 +535,10 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
         rows = []
         for caller in set(by_b) | set(by_n):
             b, n = by_b.get(caller, 0.0), by_n.get(caller, 0.0)
-            ch = _change(b, n, b * base.quantum * k_base + n * new.quantum * k_new, s, min_abs)
+            var = _sample_var(b, base.quantum * k_base, shares) + _sample_var(
+                n, new.quantum * k_new, shares
+            )
+            ch = _change(b, n, var, s, min_abs)
             rows.append((position[caller] if caller >= 0 else -1, ch))
         rows.sort(key=lambda r: (-r[1].delta, r[0]))
         callers.append((position[old], rows[:CALLERS_EACH]))

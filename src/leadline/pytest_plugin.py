@@ -135,7 +135,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         if min(side.total for side in sides) <= 0:
             session.short.append(item.nodeid)  # too short to be sampled: nothing to compare
             return result
-        diff = compare(*sides, Settings(per=session.per, sigma=DEFAULT_SIGMA, tree=False))
+        diff = compare(
+            sides[0], sides[1], Settings(per=session.per, sigma=DEFAULT_SIGMA, tree=False)
+        )
         error = ""
     except LeadlineError as e:
         error = str(e)
@@ -161,6 +163,5 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.write_line(
         f"leadline: {len(session.compared)} tests compared with their baseline "
         f"({len(session.regressed)} regressed), {len(session.stored)} baselines stored in "
-        f"{session.dir}"
-        + (f", {len(session.short)} too short to sample" if session.short else "")
+        f"{session.dir}" + (f", {len(session.short)} too short to sample" if session.short else "")
     )

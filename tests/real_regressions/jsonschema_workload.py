@@ -1,5 +1,6 @@
 """Validates a document against a schema with many local $refs, as jsonschema issue #853 did
 with the OpenAPI 3.0 schema: 4.0 resolves each reference by scanning the whole schema."""
+
 import jsonschema
 
 N_DEFS = 40

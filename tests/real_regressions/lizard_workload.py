@@ -1,5 +1,6 @@
 """Analyses generated C sources with lizard: lizard issue #253 reported analysis ten times
 slower in 1.16.1 than in 1.15.7."""
+
 import lizard
 
 FILES = 16

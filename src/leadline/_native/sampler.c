@@ -36,14 +36,11 @@
  * again, at most this many times in all, before the sample counts as torn. */
 #define LL_WALK_ATTEMPTS 4
 #define LL_MAX_CODE_SIZE 256 /* sizeof(PyCodeObject) is 176-208 bytes in 3.10-3.13 */
-#define LL_CODE_RECHECK_NS 100000000u
 
 enum { SF_IDLE = 1, SF_RSS = 2, SF_TRUNCATED = 4 };
 
 typedef struct {
     uint64_t addr, filename, name;
-    uint64_t checked_ns; /* when its header was last read and found unchanged */
-    int64_t units;       /* its length in code units (-1: unknown) */
     int32_t firstline;
     uint32_t func; /* 0: empty slot */
 } CodeSlot;
@@ -97,9 +94,7 @@ typedef struct {
 typedef struct {
     uint64_t code;
     int64_t instr;         /* instruction pointer (3.11+) or f_lasti (3.10) */
-    uint32_t func;         /* checked lately (not read again): its function, else 0 */
-    int64_t units;         /* and length */
-    int slot;              /* else its index among the walk's code objects to read */
+    int slot;              /* its index among the walk's code objects read */
 } RawFrame;
 
 typedef struct {
@@ -338,8 +333,6 @@ static uint32_t code_func(Sampler *S, Target *T, uint64_t code, const uint8_t *c
         CodeSlot *e = &T->codes[j];
         if (e->addr != code) continue;
         if (e->filename == filename && e->name == name && e->firstline == firstline) {
-            e->checked_ns = S->now_ns;
-            e->units = *units;
             return e->func;
         }
         /* The address now holds another code object: define it anew in this slot. */
@@ -347,21 +340,9 @@ static uint32_t code_func(Sampler *S, Target *T, uint64_t code, const uint8_t *c
     }
     uint32_t id = ++S->next_func;
     if (!T->codes[j].func) T->ncodes++;
-    T->codes[j] = (CodeSlot){code, filename, name, S->now_ns, *units, firstline, id};
+    T->codes[j] = (CodeSlot){code, filename, name, firstline, id};
     define_func(S, T, id, filename, name, firstline, rd64(cb, L->code_linetable));
     return id;
-}
-
-/* A code object read less than LL_CODE_RECHECK_NS ago is taken as unchanged: a code object is
- * rarely freed, and another one put at its address and run within that time is rarer still
- * (it would be named as the old one until the next check). */
-static const CodeSlot *code_known(const Target *T, uint64_t code, uint64_t now) {
-    if (!T->ccodes) return NULL;
-    for (size_t j = code_hash(code, T->ccodes); T->codes[j].func; j = (j + 1) & (T->ccodes - 1)) {
-        const CodeSlot *e = &T->codes[j];
-        if (e->addr == code) return now - e->checked_ns < LL_CODE_RECHECK_NS ? e : NULL;
-    }
-    return NULL;
 }
 
 /* ---- threads ---- */
@@ -512,17 +493,15 @@ static int walk(Sampler *S, Target *T, uint64_t frame, int *n, int *truncated) {
                                               : (int64_t)rd64(fb, L->frame_instr);
         S->raw[depth++] = (RawFrame){code, instr};
     }
-    /* One read of every distinct code object not checked lately (recursion repeats them). */
+    /* One read of every distinct code object of the stack (recursion repeats them), each
+     * sample: a code object freed (a module's, after its import) and another one made at its
+     * address (imports make many) must not be named as the old one, even for a moment. */
     size_t csize = (size_t)L->code_size;
     if (csize > LL_MAX_CODE_SIZE) return WALK_TORN;
     int nu = 0;
     for (int i = 0; i < depth; i++) {
         RawFrame *r = &S->raw[i];
-        const CodeSlot *known = code_known(T, r->code, S->now_ns);
         r->slot = -1;
-        r->func = known ? known->func : 0;
-        r->units = known ? known->units : -1;
-        if (known) continue;
         int k = i > 0 && S->raw[i - 1].code == r->code ? S->raw[i - 1].slot : -1;
         for (int u = nu - 1; k < 0 && u >= 0 && u >= nu - 64; u--)
             if (S->uniq[u] == r->code) k = u;
@@ -537,13 +516,7 @@ static int walk(Sampler *S, Target *T, uint64_t frame, int *n, int *truncated) {
     for (int i = 0; i < depth; i++) {
         const RawFrame *r = &S->raw[i];
         int64_t units = -1;
-        uint32_t func;
-        if (r->func) {
-            func = r->func;
-            units = r->units;
-        } else {
-            func = code_func(S, T, r->code, S->codebuf + (size_t)r->slot * csize, &units);
-        }
+        uint32_t func = code_func(S, T, r->code, S->codebuf + (size_t)r->slot * csize, &units);
         if (func == UINT32_MAX) return WALK_TORN;
         if (func == 0) {
             /* 3.13 frames may run something that is not a code object; before, it is torn. */

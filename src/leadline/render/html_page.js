@@ -681,6 +681,57 @@ var LL = (function () {
     });
   }
 
+  /* What a page with a flame graph and a table does on its events: a table click sorts or
+   * searches, a new URL hash sets the view, a resize redraws.  page: {table, columns,
+   * defaultKey, flame, writeHash(), applyHash(), syncControls(), refresh(parts)}. */
+  function wireFlamePage(page) {
+    wireTable(byId('ll-table'), page.table, page.columns, function () { return page.defaultKey; },
+      page.flame, function () {
+        page.writeHash();
+        page.refresh({ table: true });
+      });
+    window.addEventListener('hashchange', function () {
+      page.applyHash();
+      page.syncControls();
+      page.refresh({ flame: true, table: true });
+    });
+    onResize(function () { page.refresh({ flame: true }); });
+  }
+
+  /* kids(n) for flameView: n's children (linked by firstChild/nextSibling) that weigh
+   * something in `w`, heaviest first; sorted once, and only for the nodes that are drawn. */
+  function heaviestChildren(tree, w) {
+    var sorted = new Map();
+    return function kids(n) {
+      var list = sorted.get(n);
+      if (list) return list;
+      list = [];
+      for (var c = tree.firstChild[n]; c >= 0; c = tree.nextSibling[c]) if (w[c] > 0) list.push(c);
+      if (list.length > 1) list.sort(function (a, b) { return w[b] - w[a] || a - b; });
+      sorted.set(n, list);
+      return list;
+    };
+  }
+
+  /* flameView's real, key and find for a tree whose node 0 is the synthetic root (named 'all'
+   * in the URL) and whose other nodes are named by their number. */
+  function numberedNodes(tree) {
+    return {
+      real: function (n) { return n !== 0; },
+      key: function (n) { return n === 0 ? 'all' : String(n); },
+      find: function (key) {
+        var n = key === 'all' ? 0 : Number(key);
+        return n >= 0 && n < tree.count && n === Math.floor(n) ? n : -1;
+      }
+    };
+  }
+
+  /* A zoomed frame that weighs nothing in the current view (weights `w`) gives way to its
+   * nearest caller that still does. */
+  function keepZoomVisible(flame, w, parentOf) {
+    while (flame.zoom !== 0 && !(w[flame.zoom] > 0)) flame.zoom = parentOf[flame.zoom];
+  }
+
   return {
     byId: byId, el: el, svgEl: svgEl, clear: clear, fillSelect: fillSelect, guard: guard,
     num: num, str: str, obj: obj, arr: arr,
@@ -690,6 +741,8 @@ var LL = (function () {
     showArgv: showArgv, facts: facts, startedAt: startedAt, showWarning: showWarning,
     renderTable: renderTable, tableState: tableState, sortFromHash: sortFromHash,
     sortToHash: sortToHash, wireTable: wireTable,
-    frameColor: frameColor, flameView: flameView, onResize: onResize
+    frameColor: frameColor, flameView: flameView, onResize: onResize,
+    wireFlamePage: wireFlamePage, keepZoomVisible: keepZoomVisible, numberedNodes: numberedNodes,
+    heaviestChildren: heaviestChildren
   };
 })();

@@ -246,17 +246,7 @@
       if (tree.tParent[t] < 0) w[0] += tw[t];
       if (tree.outer[t]) totalByFunc[tree.tFunc[t]] += tw[t];
     }
-    // Children heaviest first, sorted only for the nodes that are drawn.
-    var sorted = new Map();
-    function kids(n) {
-      var list = sorted.get(n);
-      if (list) return list;
-      list = [];
-      for (var c = tree.firstChild[n]; c >= 0; c = tree.nextSibling[c]) if (w[c] > 0) list.push(c);
-      if (list.length > 1) list.sort(function (a, b) { return w[b] - w[a] || a - b; });
-      sorted.set(n, list);
-      return list;
-    }
+    var kids = LL.heaviestChildren(tree, w);
     var view = {
       w: w, kids: kids, total: w[0], tw: tw, selfByFunc: selfByFunc, totalByFunc: totalByFunc
     };
@@ -329,17 +319,15 @@
     return { sub: [where(tree.funcOf[n])], extra: extra };
   }
 
+  var nodes = LL.numberedNodes(tree);
   var flame = LL.flameView(tree, {
     weights: currentView,
     metric: function () { return METRICS[state.metric]; },
-    real: function (n) { return n !== 0; },
+    real: nodes.real,
     matches: function (n, q) { return funcMatches(tree.funcOf[n], q); },
     color: frameColor,
-    key: function (n) { return n === 0 ? 'all' : String(n); },
-    find: function (key) {
-      var n = key === 'all' ? 0 : Number(key);
-      return n >= 0 && n < tree.count && n === Math.floor(n) ? n : -1;
-    },
+    key: nodes.key,
+    find: nodes.find,
     describe: describe,
     emptyText: 'No samples were recorded for this selection.',
     changed: function (what) {
@@ -444,13 +432,6 @@
     LL.sortFromHash(table, h.sort, TABLE_COLUMNS);
   }
 
-  /* After the weights changed, a zoomed frame that weighs nothing now gives way to its
-   * nearest caller that still does. */
-  function keepZoomVisible() {
-    var w = currentView().w;
-    while (flame.zoom !== 0 && !(w[flame.zoom] > 0)) flame.zoom = tree.parentOf[flame.zoom];
-  }
-
   function writeState() {
     var s = byId('ll-state');
     s.setAttribute('data-metric', state.metric);
@@ -476,7 +457,7 @@
   }
 
   function refresh(parts) {
-    if (parts.flame) { keepZoomVisible(); flame.update(); }
+    if (parts.flame) { LL.keepZoomVisible(flame, currentView().w, tree.parentOf); flame.update(); }
     if (parts.table) guard('table', renderTable);
     guard('state', writeState);
   }
@@ -508,17 +489,10 @@
       state.idle = idle.checked;
       viewChanged();
     });
-    LL.wireTable(byId('ll-table'), table, TABLE_COLUMNS, function () { return 'total'; }, flame,
-      function () {
-        writeHash();
-        refresh({ table: true });
-      });
-    window.addEventListener('hashchange', function () {
-      applyHash();
-      syncControls();
-      refresh({ flame: true, table: true });
+    LL.wireFlamePage({
+      table: table, columns: TABLE_COLUMNS, defaultKey: 'total', flame: flame,
+      writeHash: writeHash, applyHash: applyHash, syncControls: syncControls, refresh: refresh
     });
-    LL.onResize(function () { refresh({ flame: true }); });
   }
 
   guard('header', renderHeader);

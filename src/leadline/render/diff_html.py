@@ -1,0 +1,49 @@
+"""The HTML report of ``leadline diff``: a differential flame graph.
+
+:func:`render_diff_html` turns the diff's machine form (:func:`leadline.diff.to_json`, with its
+merged call-path tree) into one self-contained page (see :mod:`.html_page` for what every
+report page shares and how untrusted names are kept out of the markup): a header with both
+inputs and the normalisation, the call tree of NEW (or, switched, of BASE) with each frame
+coloured by how its cost changed (red grew, blue shrank, neutral within noise; deeper for a
+larger ratio), the ranked table of functions, and the callers of the top regressions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .html_page import flame_panel, header, render_page, table_panel
+
+__all__ = ["render_diff_html"]
+
+_CONTROLS = """<label class="ll-control">Tree <select id="ll-tree">
+<option value="new">New</option><option value="base">Base</option></select></label>
+<span class="ll-legend" aria-label="Colours"><span class="ll-swatch ll-grew"></span>grew
+<span class="ll-swatch ll-shrank"></span>shrank
+<span class="ll-swatch ll-same"></span>within noise</span>
+"""
+
+_CALLERS = """<section class="ll-panel" id="ll-callers-panel">
+<div class="ll-panel-head"><h2>Callers of the top regressions</h2></div>
+<div class="ll-panel-body" id="ll-callers"></div>
+</section>
+"""
+
+_BODY = (
+    header("leadline diff")
+    + flame_panel(
+        "Differential flame graph",
+        _CONTROLS,
+        "Callers above callees; width is the cost on the side drawn (NEW unless switched). "
+        "Red: the cost of that call path grew beyond noise, blue: it shrank, the deeper the "
+        "larger the ratio; neutral: within noise. Click a frame to zoom in, Escape to zoom out.",
+    )
+    + table_panel("Functions, ranked")
+    + _CALLERS
+)
+
+
+def render_diff_html(doc: Mapping[str, Any]) -> str:
+    """The differential flame graph page of a diff document, self-contained."""
+    return render_page(title="leadline diff", body=_BODY, data=doc, assets="diff_html")

@@ -1,0 +1,209 @@
+"""The differential flame graph of `leadline diff --html`: the page as text (escaping,
+self-contained), then in headless Chromium, on a diff built by hand and through the real CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import htmlpage
+import pytest
+from browser import render_in_chromium
+from conftest import leadline, write
+from htmlpage import FIRST_ROW_JS, STATE_JS, assert_clean, hover_frame_js, rendered
+
+from leadline.diff import Func, Settings, Side, compare, to_json
+from leadline.render.diff_html import render_diff_html
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+SCRIPT_END = "</script><script>alert(2)</script>"
+UNICODE = "計算_ß"
+DEPTH = 2000
+TIMES = "\u00d7"  # the multiplication sign the page writes ratios with
+
+
+def side(stacks: dict[tuple[str, ...], float], path: str) -> Side:
+    funcs: list[Func] = []
+    ids: dict[str, int] = {}
+    out = []
+    for names, w in stacks.items():
+        p = []
+        for n in names:
+            if n not in ids:
+                ids[n] = len(funcs)
+                funcs.append(Func(n, f"/srv/app/{'evil' if n == HOSTILE else 'mod'}.py", 1))
+            p.append(ids[n])
+        out.append((tuple(p), w))
+    return Side(
+        path,
+        "sample",
+        "cpu",
+        "samples",
+        1.0,
+        1e-3,
+        funcs,
+        out,
+        meta={"argv": ["app.py", "</title><script>alert(3)</script>"]},
+    )
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict[str, Any]:
+    """`slow` 3x, `fast` halved, `added` only in NEW, `removed` only in BASE, a 2000-deep
+    recursion, hostile and unicode names, everything else unchanged."""
+    base = {
+        ("main", "slow"): 1000.0,
+        ("main", "fast"): 2000.0,
+        ("main", "steady"): 3000.0,
+        ("main", "removed"): 500.0,
+        ("main", HOSTILE): 400.0,
+        ("main", SCRIPT_END): 300.0,
+        ("main", UNICODE): 600.0,
+        ("main",) + ("recurse",) * DEPTH: 800.0,
+    }
+    new = dict(base)
+    new[("main", "slow")] = 3000.0
+    new[("main", "fast")] = 1000.0
+    del new[("main", "removed")]
+    new[("main", "added")] = 700.0
+    result = compare(side(base, "before.lead"), side(new, "after.lead"), Settings())
+    return to_json(result)
+
+
+@pytest.fixture(scope="module")
+def page(doc: dict[str, Any]) -> str:
+    return render_diff_html(doc)
+
+
+def test_untrusted_text_is_not_markup(page: str) -> None:
+    for text in (HOSTILE, SCRIPT_END, "</title><script>"):
+        assert text not in page
+    assert "<img" not in page.lower()
+    htmlpage.assert_only_own_scripts(page)
+    htmlpage.assert_no_external_references(page)
+    htmlpage.assert_policy_allows_only_inline_code(page)
+    data = json.loads(htmlpage.embedded_json(page))
+    assert {f["name"] for f in data["functions"]} >= {HOSTILE, SCRIPT_END, UNICODE}
+
+
+def test_ranked_and_coloured(doc: dict[str, Any]) -> None:
+    names = [f["name"] for f in doc["functions"]]
+    assert names[0] == "slow"  # own cost x3, the largest growth
+    funcs = {f["name"]: f for f in doc["functions"]}
+    assert funcs["added"]["status"] == "new" and funcs["removed"]["status"] == "gone"
+    assert funcs["fast"]["sig_self"] == -1 and funcs["slow"]["sig_self"] == 1
+
+
+def frame_counts(doc: dict[str, Any], side: str) -> dict[str, int]:
+    """How many tree nodes, drawn on `side`, grew, shrank or stayed (recursion nodes merge
+    into 'small' blocks when too narrow, so only frames at least a pixel wide are counted)."""
+    tree = doc["tree"]
+    out = {"red": 0, "blue": 0, "neutral": 0}
+    for n in range(1, len(tree["parent"])):
+        if tree[side][n] > 0:
+            key = {1: "red", -1: "blue", 0: "neutral"}[tree["sig"][n]]
+            out[key] += 1
+    return out
+
+
+def test_in_chromium(doc: dict[str, Any], page: str, tmp_path: Path) -> None:
+    out = tmp_path / "diff.html"
+    out.write_text(page, encoding="utf-8")
+    result = render_in_chromium(
+        out,
+        actions=[
+            FIRST_ROW_JS,
+            hover_frame_js("slow"),
+            hover_frame_js("fast"),
+            "document.getElementById('ll-callers').textContent",
+        ],
+    )
+    state = assert_clean(result, out)
+    assert state["tree"] == "new"
+    names = rendered(state)
+    assert {"main", "slow", "fast", "added", HOSTILE, SCRIPT_END, UNICODE, "recurse"} <= set(names)
+    assert "removed" not in names  # gone from NEW: drawn only on the Base tree
+    expected = frame_counts(doc, "new")
+    assert int(state["red"]) == expected["red"] >= 2  # slow, added
+    assert int(state["blue"]) == expected["blue"] >= 1  # fast
+    # The recursion's 2000 frames are drawn (one pixel each at least) and within noise.
+    assert int(state["neutral"]) == expected["neutral"] >= DEPTH
+    first_row, slow_tip, fast_tip, callers = result.results
+    assert first_row == "slow"
+    funcs = {f["name"]: f for f in doc["functions"]}
+    # Shares: 3000 of 9800 samples against 1000 of 8600, 1000 of 9800 against 2000 of 8600.
+    assert round(funcs["slow"]["ratio_total"], 2) == 2.63
+    assert TIMES + "2.63" in slow_tip and "beyond noise: grew" in slow_tip
+    assert round(funcs["fast"]["ratio_total"], 2) == 0.44
+    assert TIMES + "0.44" in fast_tip
+    assert "beyond noise: shrank" in fast_tip
+    assert "#1 slow" in callers and "main" in callers
+
+    base = render_in_chromium(out, "tree=base&search=removed", actions=[STATE_JS])
+    state = assert_clean(base, out)
+    assert state["tree"] == "base"
+    assert "removed" in rendered(state) and "added" not in rendered(state)
+    assert int(state["search-matches"]) == 1
+    assert int(state["blue"]) == frame_counts(doc, "base")["blue"]
+
+
+def test_cli_diff_html_in_chromium(tmp_path: Path) -> None:
+    """Two real runs, one with `hot` three times slower: `leadline diff --html`."""
+    write(
+        tmp_path,
+        "prog.py",
+        """
+        import os
+        SLOW = int(os.environ.get("SLOW", "1"))
+        def hot(n):
+            s = 0
+            for i in range(n * SLOW):
+                s += i * i
+            return s
+        def cold(n):
+            s = 0
+            for i in range(n):
+                s += i * i
+            return s
+        for _ in range(1000):
+            hot(3000)
+            cold(3000)
+    """,
+    )
+    for name, slow in (("a", "1"), ("b", "3")):
+        import os
+        import subprocess
+        import sys
+
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "leadline",
+                "run",
+                "-q",
+                "--mode",
+                "cpu",
+                "--rate",
+                "2000",
+                "-o",
+                f"{name}.lead",
+                "prog.py",
+            ],
+            cwd=tmp_path,
+            check=True,
+            capture_output=True,
+            env={**os.environ, "SLOW": slow},
+        )
+    r = leadline("diff", "a.lead", "b.lead", "--html", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "leadline: wrote b.diff.html"
+    out = tmp_path / "b.diff.html"
+    result = render_in_chromium(out, "", actions=[FIRST_ROW_JS, hover_frame_js("hot")])
+    state = assert_clean(result, out)
+    assert {"hot", "cold", "<module>"} <= set(rendered(state))
+    assert int(state["red"]) >= 1
+    first, tip = result.results
+    assert first == "hot"
+    assert "beyond noise: grew" in tip
