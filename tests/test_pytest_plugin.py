@@ -86,7 +86,8 @@ def test_baseline_then_unchanged_then_regressed(tmp_path: Path) -> None:
     assert "1 too short to sample" in r.stdout
     assert (tmp_path / "base" / "latest" / "test_suite.py__test_work.lead").stat().st_size > 0
 
-    r = pytest_run(tmp_path, "--leadline-baseline", "base", slow=3)
+    # `helper` 5 times slower: about 11% of the test's samples become about 38%.
+    r = pytest_run(tmp_path, "--leadline-baseline", "base", slow=5)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "1 failed, 1 passed" in r.stdout
     assert "FAILED test_suite.py::test_work" in r.stdout
@@ -95,16 +96,16 @@ def test_baseline_then_unchanged_then_regressed(tmp_path: Path) -> None:
     assert reason.strip().startswith("helper (")
     assert "1 tests compared with their baseline (1 regressed)" in r.stdout
 
-    # Accepting the new speed: --leadline-update stores it, and it then compares clean.
-    r = pytest_run(tmp_path, "--leadline-baseline", "base", "--leadline-update", slow=3)
-    assert r.returncode == 0 and "2 baselines stored" in r.stdout
-    r = pytest_run(tmp_path, "--leadline-baseline", "base", slow=3)
-    assert r.returncode == 0, r.stdout + r.stderr
-
     # Time per run: the same regression is seen in absolute cost.
-    r = pytest_run(tmp_path, "--leadline-baseline", "base", "--leadline-per-run", slow=9)
+    r = pytest_run(tmp_path, "--leadline-baseline", "base", "--leadline-per-run", slow=5)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "--per 1" in r.stdout and "FAILED test_suite.py::test_work" in r.stdout
+
+    # Accepting the new speed: --leadline-update stores it, and it then compares clean.
+    r = pytest_run(tmp_path, "--leadline-baseline", "base", "--leadline-update", slow=5)
+    assert r.returncode == 0 and "2 baselines stored" in r.stdout
+    r = pytest_run(tmp_path, "--leadline-baseline", "base", slow=5)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_bad_plugin_options(tmp_path: Path) -> None:

@@ -98,8 +98,11 @@ def test_run_profile_table_threads_and_behaviour(tmp_path: Path) -> None:
     # leadline's own launcher frames are cut from the stacks.
     assert not any("leadline" in f["file"] for f in data["functions"]), data["functions"]
     leaf = next(f for f in data["functions"] if f["name"] == "leaf")
-    lines = {int(k) for k in leaf["lines"]}
-    assert lines <= {5, 6, 7, 8}, lines  # the body's lines, not the def
+    lines = {int(k): v for k, v in leaf["lines"].items()}
+    # The body's lines, not the def: but a sample that lands on the function's first
+    # instruction (RESUME, 3.11+) is on the def line in CPython's own line table.
+    assert set(lines) <= {4, 5, 6, 7, 8}, lines
+    assert sum(v for k, v in lines.items() if k != 4) >= 0.99 * sum(lines.values()), lines
     assert leaf["lines"].get("6", 0) + leaf["lines"].get("7", 0) > 0.8 * leaf["self"]
 
 

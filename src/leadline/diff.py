@@ -16,9 +16,10 @@ weight, plus what the noise of those weights is.  Everything after that works on
    samples has variance ``k`` (times the sample's size in time); as a share of the side's
    ``n`` samples it is binomial, ``k (1 - k/n)``.  A trace knows every call, so
    a function's spread is its calls times the variance of its per-call time.  To these a floor
-   is added (``floor`` x the value on each side): runs of one program on one machine vary
-   beyond counting noise, by a few percent in shares and by more in cost per unit of work,
-   where the machine's speed from run to run does not cancel out (3% and 10% by default).
+   is added (``floor`` x the value on each side): identical runs of one program vary beyond
+   counting noise (garbage collections fall in other functions, hash randomisation changes
+   dict and set work, the host interferes): by up to about 10% of a function's share, and by
+   more in cost per unit of work, where the machine's speed does not cancel out (15%).
    A change is *beyond noise* when it is larger than ``sigma`` of those standard deviations
    and than ``min_delta`` of the total.
 4. **Ranking.** Growth of exclusive (self) cost beyond noise comes first, largest first: that
@@ -46,8 +47,8 @@ from .sampling import load_profile, selected
 
 SCHEMA_VERSION = 1
 DEFAULT_SIGMA = 4.0
-DEFAULT_FLOOR = 0.03  # shares of the total: the machine's speed cancels out
-DEFAULT_PER_FLOOR = 0.10  # cost per unit of work: the machine's speed from run to run counts
+DEFAULT_FLOOR = 0.10  # shares: a function's share varies this much between identical runs
+DEFAULT_PER_FLOOR = 0.15  # cost per unit of work: and the machine's speed varies too
 DEFAULT_MIN_DELTA = 0.002  # of the total (share mode) or of the base's total cost per unit
 TOP_CALLERS = 3  # regressions whose callers are listed
 CALLERS_EACH = 8  # callers listed for each
