@@ -184,9 +184,7 @@ def test_per_unit_of_work() -> None:
     assert f.self_.base == pytest.approx(100 / 1000 / 100)  # 1 ms of samples per unit
     assert f.self_.new == pytest.approx(f.self_.base)
     # Told both did the same work, everything doubled: every function grew.
-    r = compare(
-        side(fifty(scale=10)), side(fifty(scale=20)), Settings(per=(100, 100), floor=0.03)
-    )
+    r = compare(side(fifty(scale=10)), side(fifty(scale=20)), Settings(per=(100, 100), floor=0.03))
     assert len([fd for fd in r.grew if fd.func.name.startswith("f")]) == 50
     # A uniform slowdown that shares cannot see, per unit is seen.
     r = compare(side(fifty()), side(fifty(scale=2.0)))
