@@ -16,7 +16,8 @@ weight, plus what the noise of those weights is.  Everything after that works on
    samples has variance ``k`` (times the sample's size in time); as a share of the side's
    ``n`` samples it is binomial, ``k (1 - k/n)``.  A trace knows every call, so
    a function's spread is its calls times the variance of its per-call time.  To these a floor
-   is added (``floor`` x the value on each side): identical runs of one program vary beyond
+   is added (``floor`` x the value on each side; for a share, x the smaller of it and the
+   rest, so the floor is the same for a share and its complement): identical runs vary beyond
    counting noise (garbage collections fall in other functions, hash randomisation changes
    dict and set work, the host interferes): by up to about 10% of a function's share, and by
    more in cost per unit of work, where the machine's speed does not cancel out (15%).
@@ -467,9 +468,16 @@ def _scales(base: Side, new: Side, s: Settings) -> tuple[float, float, str]:
     )
 
 
-def _change(b: float, n: float, var: float, s: Settings, min_abs: float) -> Change:
+def _floor_term(x: float, s: Settings) -> float:
+    """The run-to-run floor's standard deviation for a value `x`: a fraction of it per unit of
+    work; as a share, of the smaller of it and the rest (a function at 76% moves as much as the
+    24% that is everything else, and one at 100% cannot move at all)."""
     floor = s.floor or 0.0
-    noise = math.sqrt(var + (floor * b) ** 2 + (floor * n) ** 2)
+    return floor * (x if s.per is not None else min(x, max(1.0 - x, 0.0)))
+
+
+def _change(b: float, n: float, var: float, s: Settings, min_abs: float) -> Change:
+    noise = math.sqrt(var + _floor_term(b, s) ** 2 + _floor_term(n, s) ** 2)
     d = n - b
     sig = 0
     if abs(d) > s.sigma * noise and abs(d) > min_abs:
