@@ -12,6 +12,8 @@ native = Extension(
         "src/leadline/_native/reader.c",
         "src/leadline/_native/procmem.c",
         "src/leadline/_native/sampler.c",
+        "src/leadline/_native/marks.c",
+        "src/leadline/_native/probe.c",
     ],
     depends=[
         "src/leadline/_native/leadline.h",

@@ -8,16 +8,20 @@ def f(): ...
 
 with leadline.profile("run.lead"):      # sample every thread's stack at 100 Hz
     work()
+
+leadline.mark("cache.miss", key=k)      # a tracepoint: a few ns when nothing records
 """
 
 __version__ = "0.1.0"
 
 from .errors import LeadlineError
+from .marks import MarkHandler, mark, span
 from .profiler import ProfileOptions, Profiler, ProfileResult, profile
 from .tracer import TraceOptions, Tracer, TraceResult, trace, traced
 
 __all__ = [
     "LeadlineError",
+    "MarkHandler",
     "ProfileOptions",
     "ProfileResult",
     "Profiler",
@@ -25,7 +29,9 @@ __all__ = [
     "TraceResult",
     "Tracer",
     "__version__",
+    "mark",
     "profile",
+    "span",
     "trace",
     "traced",
 ]

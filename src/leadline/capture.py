@@ -26,7 +26,8 @@ CHUNK_MAGIC = b"LLCK"
 HEADER = struct.Struct("<8sHHI")
 CHUNK = struct.Struct("<4sBBHIIQ")
 
-META, STRINGS, FUNCS, THREADS, EVENTS, RSS, END, SAMPLES, STACKS, TASKS = range(1, 11)
+META, STRINGS, FUNCS, THREADS, EVENTS, RSS, END, SAMPLES, STACKS, TASKS, MARKS = range(1, 12)
+MARK_KINDS = {0: "MARK", 1: "BEGIN", 2: "END"}
 KIND_NAMES = {0: "CALL", 1: "RETURN", 2: "C_CALL", 3: "C_RETURN", 4: "C_EXCEPT"}
 CALL_KINDS = (0, 2)
 
@@ -46,6 +47,50 @@ class Task:
     tid: int
     ident: int
     name: str
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A `leadline.mark()` (kind 0), or the begin (1) or end (2) of a `leadline.span`."""
+
+    t: int  # clock ticks
+    tid: int  # native thread id
+    kind: int
+    name: str
+    file: str
+    line: int
+    fields: dict[str, Any]
+
+    @property
+    def kind_name(self) -> str:
+        return MARK_KINDS.get(self.kind, "MARK")
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}" if self.file else "?"
+
+
+def _marks(payload: bytes) -> Iterator[Mark]:
+    pos = 0
+    while pos < len(payload):
+        t, pos = _varint(payload, pos)
+        tid, pos = _varint(payload, pos)
+        kind = payload[pos]
+        line, pos = _varint(payload, pos + 1)
+        texts = []
+        for _ in range(3):
+            n, pos = _varint(payload, pos)
+            if pos + n > len(payload):
+                raise ValueError("truncated mark")
+            texts.append(payload[pos : pos + n].decode("utf-8", "replace"))
+            pos += n
+        try:
+            fields = json.loads(texts[2])
+        except json.JSONDecodeError:
+            fields = {}
+        yield Mark(
+            t, tid, kind, texts[0], texts[1], line, fields if isinstance(fields, dict) else {}
+        )
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -135,6 +180,7 @@ class Capture:
         self.sample_chunks: list[EventChunk] = []
         self.stacks: dict[int, tuple[int, int, int]] = {}  # id -> (parent, func, offset)
         self.tasks: dict[int, Task] = {}  # serial -> sampled thread
+        self.marks: list[Mark] = []  # in time order
         self.timeline_t = array("Q")
         self.timeline_rss = array("Q")
         self.damage: str | None = None  # why reading stopped early, if it did
@@ -192,6 +238,7 @@ class Capture:
                 last_report = pos
         if not self.meta:
             raise LeadlineError(f"{self.path}: capture has no metadata (nothing was recorded)")
+        self.marks.sort(key=lambda m: m.t)
 
     def _damaged(self, pos: int, why: str) -> None:
         self.damage = why
@@ -246,6 +293,8 @@ class Capture:
         elif kind == TASKS:
             for serial, pid, tid, ident, name_id in _records(payload, 5):
                 self.tasks[serial] = Task(pid, tid, ident, self.strings.get(name_id, ""))
+        elif kind == MARKS:
+            self.marks.extend(_marks(payload))
         elif kind == RSS:
             times, values = _native.decode_rss(payload)
             self.timeline_t.frombytes(times)
@@ -354,6 +403,20 @@ class Capture:
         _tid, ident = self.threads.get(serial, (0, 0))
         names: dict[str, str] = (self.end or {}).get("threads", {})
         return names.get(str(ident)) or f"thread-{serial}"
+
+    def tid_name(self, tid: int) -> str:
+        """A thread's name from its native id (marks carry that id)."""
+        by_tid: dict[str, str] = (self.end or {}).get("thread_tids", {})
+        if str(tid) in by_tid:
+            return by_tid[str(tid)]
+        names: dict[str, str] = (self.end or {}).get("threads", {})
+        for tid_, ident in self.threads.values():
+            if tid_ == tid:
+                return names.get(str(ident)) or f"tid {tid}"
+        for task in self.tasks.values():
+            if task.tid == tid:
+                return task.name or names.get(str(task.ident)) or f"tid {tid}"
+        return f"tid {tid}"
 
     def function(self, fid: int) -> Function:
         f = self.functions.get(fid)

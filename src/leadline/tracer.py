@@ -120,6 +120,11 @@ def _thread_names() -> dict[str, str]:
     return {str(t.ident): t.name for t in threading.enumerate() if t.ident is not None}
 
 
+def _thread_tids() -> dict[str, str]:
+    """Native thread id -> name: marks carry the native id."""
+    return {str(t.native_id): t.name for t in threading.enumerate() if t.native_id is not None}
+
+
 _monitoring_used_before = False
 _recording: list[Recorder] = []  # what records in this process, for the fork handlers
 
@@ -217,6 +222,7 @@ class Recorder:
         self._native: Any = None
         self._started = 0.0
         self._thread_names: dict[str, str] = {}
+        self._thread_tids: dict[str, str] = {}
         self._real_exit: Callable[[int], Any] | None = None  # os._exit while we wrap it
         self._real_thread_start: Callable[[threading.Thread], None] | None = None
         self.record: RecordResult | None = None
@@ -249,6 +255,7 @@ class Recorder:
         fd = open_capture(self.path)
         meta = capture_meta(self.mode, self.argv, self._options())
         self._thread_names = _thread_names()  # before the hooks, so that it is not traced
+        self._thread_tids = _thread_tids()
         try:
             self._native = self._begin(fd, json.dumps(meta).encode())
         except (RuntimeError, OSError, ValueError) as e:
@@ -266,12 +273,14 @@ class Recorder:
         """Remember each thread's name when it starts: a thread that ends before the recording
         stops is no longer listed by threading.enumerate()."""
         real_start = threading.Thread.start
-        names = self._thread_names
+        names, tids = self._thread_names, self._thread_tids
 
         def start(thread: threading.Thread) -> None:
             real_start(thread)
             if thread.ident is not None:
                 names[str(thread.ident)] = thread.name
+            if thread.native_id is not None:
+                tids[str(thread.native_id)] = thread.name
 
         self._real_thread_start = real_start
         threading.Thread.start = start  # type: ignore[method-assign,assignment]
@@ -294,7 +303,8 @@ class Recorder:
         self._uninstall()
         counters = self._native.finish()
         names = {**self._thread_names, **_thread_names()}
-        end = capture_end(counters, **self._end_fields(counters), threads=names)
+        tids = {**self._thread_tids, **_thread_tids()}
+        end = capture_end(counters, **self._end_fields(counters), threads=names, thread_tids=tids)
         written = self._native.close(end)
         self.record = RecordResult(
             path=self.path,

@@ -25,7 +25,7 @@
 
 /* ---- capture format constants (docs/format.md) ---- */
 #define LL_FORMAT_MAJOR 1
-#define LL_FORMAT_MINOR 1
+#define LL_FORMAT_MINOR 2
 
 enum {
     LL_CHUNK_META = 1,
@@ -38,7 +38,8 @@ enum {
     LL_CHUNK_SAMPLES = 8,
     LL_CHUNK_STACKS = 9,
     LL_CHUNK_TASKS = 10,
-    LL_CHUNK_KINDS = 11,
+    LL_CHUNK_MARKS = 11,
+    LL_CHUNK_KINDS = 12,
 };
 
 enum {
@@ -220,5 +221,18 @@ PyObject *ll_line_table(PyObject *module, PyObject *args);
 extern PyTypeObject LLAggregator_Type;
 PyObject *ll_decode_events(PyObject *module, PyObject *args);
 PyObject *ll_decode_rss(PyObject *module, PyObject *args);
+
+/* ---- marks (marks.c) ---- */
+int ll_marks_init(void);
+void ll_marks_attach(LLWriter *w); /* a recording listens for marks from now on */
+void ll_marks_detach(LLWriter *w); /* hands its buffered marks over and stops listening */
+PyObject *ll_mark(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *ll_mark_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *ll_marks_active(PyObject *module, PyObject *unused);
+PyObject *ll_marks_counts(PyObject *module, PyObject *unused);
+extern PyTypeObject LLJournal_Type;
+
+/* ---- probe (probe.c) ---- */
+int ll_probe_add_functions(PyObject *module);
 
 #endif

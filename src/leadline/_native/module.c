@@ -28,6 +28,14 @@ static PyMethodDef module_methods[] = {
      "Where glibc keeps the kernel thread id in a pthread_t (-1: unknown)."},
     {"tick_ns", tick_ns, METH_NOARGS, "Nanoseconds per clock tick (calibrated once)."},
     {"ticks", ticks, METH_NOARGS, "The event clock now, in ticks."},
+    {"mark", (PyCFunction)(void (*)(void))ll_mark, METH_FASTCALL | METH_KEYWORDS,
+     "mark(name, **fields): record a tracepoint when a recording listens; else nothing."},
+    {"mark_at", (PyCFunction)(void (*)(void))ll_mark_at, METH_FASTCALL,
+     "mark_at(kind, name, file, line, fields): a mark at a known location (0 mark, 1 begin, "
+     "2 end)."},
+    {"marks_active", ll_marks_active, METH_NOARGS, "Whether a recording listens for marks."},
+    {"marks_counts", ll_marks_counts, METH_NOARGS,
+     "(recorded, dropped) marks of the current or last recording."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -36,22 +44,25 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
-    if (ll_tracer_init() < 0 || ll_sampler_init() < 0) {
+    if (ll_tracer_init() < 0 || ll_sampler_init() < 0 || ll_marks_init() < 0) {
         PyErr_SetString(PyExc_ImportError, "leadline: cannot initialise the tracer");
         return NULL;
     }
     if (PyType_Ready(&LLSession_Type) < 0 || PyType_Ready(&LLHook_Type) < 0 ||
-        PyType_Ready(&LLAggregator_Type) < 0 || PyType_Ready(&LLSampler_Type) < 0)
+        PyType_Ready(&LLAggregator_Type) < 0 || PyType_Ready(&LLSampler_Type) < 0 ||
+        PyType_Ready(&LLJournal_Type) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Session", (PyObject *)&LLSession_Type) < 0 ||
         PyModule_AddObjectRef(m, "Aggregator", (PyObject *)&LLAggregator_Type) < 0 ||
         PyModule_AddObjectRef(m, "Sampler", (PyObject *)&LLSampler_Type) < 0 ||
+        PyModule_AddObjectRef(m, "Journal", (PyObject *)&LLJournal_Type) < 0 ||
         PyModule_AddStringConstant(m, "CLOCK", LL_CLOCK_NAME) < 0 ||
         PyModule_AddIntConstant(m, "MONITORING", LL_HAVE_MONITORING) < 0 ||
         PyModule_AddIntConstant(m, "FORMAT_MAJOR", LL_FORMAT_MAJOR) < 0 ||
-        PyModule_AddIntConstant(m, "FORMAT_MINOR", LL_FORMAT_MINOR) < 0) {
+        PyModule_AddIntConstant(m, "FORMAT_MINOR", LL_FORMAT_MINOR) < 0 ||
+        ll_probe_add_functions(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1018,6 +1018,7 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
             return NULL;
         }
         active_sampler = S;
+        ll_marks_attach(&S->w);
     }
     S->active = 1;
     start_thread(S);
@@ -1028,6 +1029,7 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
     Sampler *S = (Sampler *)self;
     if (!S->finished) {
+        ll_marks_detach(&S->w);
         Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&sampler_lock);
         if (S->active == 2) { /* stopped between a fork and its resume */
             ll_writer_resume(&S->w);

@@ -835,6 +835,7 @@ static PyObject *session_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     s->mono_start = ll_monotonic_ns();
     s->t_start = ll_ticks();
     s->active = 1;
+    if (!hook_only) ll_marks_attach(&s->w);
     return (PyObject *)s;
 }
 
@@ -898,6 +899,7 @@ static PyObject *session_finish(PyObject *self, PyObject *unused) {
     if (s->active == LL_RESUME) session_resume(s);
     s->active = 0;
     s->finished = 1;
+    ll_marks_detach(&s->w);
     int replaced = uninstall_profile(s);
     if (s->heap_installed) ll_heap_hooks_uninstall();
     if (s->rss_started) ll_rss_stop(&s->rss);

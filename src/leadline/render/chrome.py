@@ -69,6 +69,21 @@ class ChromeTrace(Renderer):
                         "args": {"rss": rss_pages * page},
                     }
                 )
+        serial_of = {tid: serial for serial, (tid, _ident) in cap.threads.items()}
+        phases = {0: "i", 1: "B", 2: "E"}
+        for m in cap.marks:
+            mark: dict[str, object] = {
+                "ph": phases.get(m.kind, "i"),
+                "name": m.name,
+                "cat": "mark",
+                "pid": pid,
+                "tid": serial_of.get(m.tid, m.tid),
+                "ts": cap.ns(m.t) / 1000.0,
+                "args": {**m.fields, "location": m.location},
+            }
+            if m.kind == 0:
+                mark["s"] = "t"
+            emit(mark)
         for t, v in zip(cap.timeline_t, cap.timeline_rss, strict=False):
             emit(
                 {

@@ -7,8 +7,10 @@ from typing import IO
 
 from ..analysis import analyse, to_json
 from ..capture import Capture
+from ..errors import LeadlineError
 from ..sampling import load_profile
 from .base import Renderer, RenderOptions, is_sampling, register
+from .marks_table import marks_json
 from .sample_html import render_sample_html
 from .trace_html import render_trace_html
 
@@ -20,7 +22,14 @@ class HtmlReport(Renderer):
     description = "self-contained HTML: memory timeline and flame graph"
 
     def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
+        if cap.meta.get("mode") == "probe":
+            raise LeadlineError(
+                f"{cap.path}: a probe capture has counts, not a profile: "
+                "use `leadline report` or `--json`"
+            )
         if is_sampling(cap):
             out.write(render_sample_html(load_profile(cap, options.progress)))
             return
-        out.write(render_trace_html(to_json(analyse(cap, options.progress), None, options.sort)))
+        data = to_json(analyse(cap, options.progress), None, options.sort)
+        data["marks"] = marks_json(cap)
+        out.write(render_trace_html(data))

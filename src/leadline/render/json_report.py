@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from typing import IO
 
-from ..analysis import analyse, to_json
+from ..analysis import SCHEMA_VERSION, analyse, to_json
 from ..capture import Capture
 from ..sampling import load_profile
 from ..sampling import to_json as sample_json
 from .base import Renderer, RenderOptions, is_sampling, register
+from .marks_table import marks_json
+from .probe_text import probe_data
 
 
 @register
@@ -19,9 +21,12 @@ class JsonReport(Renderer):
     description = "the report as JSON (docs/report-json.md)"
 
     def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
-        if is_sampling(cap):
+        if cap.meta.get("mode") == "probe":
+            data = {"schema": SCHEMA_VERSION, "kind": "probe", **probe_data(cap)}
+        elif is_sampling(cap):
             data = sample_json(load_profile(cap, options.progress), options.idle)
         else:
             data = to_json(analyse(cap, options.progress), options.limit, options.sort)
+        data["marks"] = marks_json(cap)
         json.dump(data, out, ensure_ascii=False)
         out.write("\n")

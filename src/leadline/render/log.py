@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import IO
 
-from ..capture import KIND_NAMES, Capture
+from ..capture import KIND_NAMES, Capture, Mark
 from .base import Renderer, RenderOptions, register
 
 HEADER = (
@@ -49,7 +49,35 @@ class EventLog(Renderer):
             out.write(HEADER + (" Thread" if multi else "") + "\n")
         prev_n: dict[int, int] = {}
         prev_rss: int | None = None
+        marks = cap.marks
+        next_mark = 0
+
+        def write_mark(m: Mark) -> None:
+            clock = cap.ns(m.t) / 1e9
+            thread = cap.tid_name(m.tid)
+            if self.as_json:
+                row = {
+                    "clock": round(clock, 9),
+                    "what": m.kind_name,
+                    "file": m.file,
+                    "line": m.line,
+                    "mark": m.name,
+                    "fields": m.fields,
+                    "thread": thread,
+                }
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                return
+            fields = json.dumps(m.fields, ensure_ascii=False) if m.fields else ""
+            text = (
+                f"{'':<12} {'':<7} {clock:<12.6f} {m.kind_name:<8} {m.file:<60} #{m.line:>4} "
+                f"{m.name + (' ' + fields if fields else ''):<40}"
+            )
+            out.write(text + (f" {'':>12} {'':>10} {thread}" if multi else "") + "\n")
+
         for stream, (n, kind, fid, t, rss_pages, heap, off) in cap.events_by_time():
+            while next_mark < len(marks) and marks[next_mark].t <= t:
+                write_mark(marks[next_mark])
+                next_mark += 1
             func = cap.function(fid)
             if kind >= 2:
                 caller = state.caller(stream)
@@ -89,5 +117,7 @@ class EventLog(Renderer):
             if multi:
                 text += f" {cap.thread_name(stream)}"
             out.write(text + "\n")
+        for m in marks[next_mark:]:
+            write_mark(m)
         if cap.damage:
             out.write(f"# incomplete capture: {cap.damage}\n")

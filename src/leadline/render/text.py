@@ -13,6 +13,8 @@ from ..analysis import TraceProfile, analyse
 from ..capture import Capture
 from ..sampling import load_profile
 from .base import Renderer, RenderOptions, is_sampling, register
+from .marks_table import print_marks
+from .probe_text import render_probe_text
 from .sample_text import render_sample_text
 from .units import fmt_bytes, fmt_ns
 
@@ -59,8 +61,13 @@ class TextReport(Renderer):
 
     def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
         console = make_console(out, options)
+        if cap.meta.get("mode") == "probe":
+            render_probe_text(cap, console)
+            print_marks(cap, console)
+            return
         if is_sampling(cap):
             render_sample_text(load_profile(cap, options.progress), console, options)
+            print_marks(cap, console)
             return
         p = analyse(cap, options.progress)
         for line in header_lines(p):
@@ -91,3 +98,4 @@ class TextReport(Renderer):
             )
         console.print()
         console.print(table)
+        print_marks(cap, console)

@@ -261,7 +261,8 @@
     return v.toFixed(decimals);
   }
 
-  var timelineInfo = { points: 0, movers: 0, labels: [] };
+  var timelineInfo = { points: 0, movers: 0, labels: [], marks: 0 };
+  var markEvents = arr(obj(data.marks).events).map(obj);
 
   function renderTimeline() {
     var host = byId('ll-timeline-chart');
@@ -277,7 +278,7 @@
       }
     }
     var movers = arr(data.movers).map(obj);
-    timelineInfo = { points: points.length, movers: movers.length, labels: [] };
+    timelineInfo = { points: points.length, movers: movers.length, labels: [], marks: 0 };
     if (!points.length) {
       host.appendChild(el('div', 'll-empty', 'No RSS samples were recorded.'));
       return;
@@ -415,6 +416,24 @@
     }, peakText));
     svg.appendChild(labelLayer);
 
+    // Marks (leadline.mark, spans, log records): a tick each along the time axis.
+    var markTicks = [];
+    var markLayer = svgEl('g', { 'class': 'll-marks' });
+    markEvents.forEach(function (m) {
+      var t = num(m.t_ns);
+      if (t < 0 || t > tHi * timeUnit.div) return;
+      var x = xOf(t);
+      markLayer.appendChild(svgEl('line', {
+        'class': 'll-mark ll-mark-' + String(m.kind), x1: x, x2: x, y1: margin.top, y2: base
+      }));
+      markLayer.appendChild(svgEl('path', {
+        'class': 'll-mark-head', d: 'M' + (x - 4) + ' ' + (base + 1) + 'L' + (x + 4) + ' ' + (base + 1) + 'L' + x + ' ' + (base - 6) + 'Z'
+      }));
+      markTicks.push({ x: x, m: m });
+    });
+    timelineInfo.marks = markTicks.length;
+    svg.appendChild(markLayer);
+
     // Hover: a crosshair with the RSS at that time, and any mover under the cursor.
     var cross = svgEl('line', {
       'class': 'll-crosshair', y1: margin.top, y2: base, x1: 0, x2: 0, visibility: 'hidden'
@@ -465,6 +484,16 @@
         if (tree.threads.length > 1 || threadNames.size > 1) lines.push('thread ' + threadLabel(num(s.m.thread)));
       });
       if (hot.length > 4) lines.push({ text: '… and ' + (hot.length - 4) + ' more', cls: 'll-tip-sub' });
+      var near = markTicks.filter(function (k) { return Math.abs(k.x - mx) <= 3; });
+      near.slice(0, 4).forEach(function (k) {
+        lines.push('-');
+        lines.push({ text: (k.m.kind === 'mark' ? 'mark ' : 'span ' + k.m.kind + ' ') + str(k.m.name), cls: 'll-tip-title' });
+        lines.push({ text: str(k.m.file) + ':' + num(k.m.line) + '  ' + str(k.m.thread), cls: 'll-tip-sub' });
+        var fields = JSON.stringify(obj(k.m.fields));
+        if (fields !== '{}') lines.push(shortText(fields, 120));
+        lines.push('t = ' + fmtNs(num(k.m.t_ns)));
+      });
+      if (near.length > 4) lines.push({ text: '… and ' + (near.length - 4) + ' more marks', cls: 'll-tip-sub' });
       showTip(ev, lines);
     });
     overlay.addEventListener('mouseleave', function () {
@@ -593,6 +622,7 @@
     flame.writeState(s);
     s.setAttribute('data-timeline-points', String(timelineInfo.points));
     s.setAttribute('data-movers', String(timelineInfo.movers));
+    s.setAttribute('data-marks', String(timelineInfo.marks));
     s.setAttribute('data-mover-labels', JSON.stringify(timelineInfo.labels));
     s.setAttribute('data-table-rows', String(tableInfo.rows));
     s.setAttribute('data-table-sort', tableInfo.sort);

@@ -1,0 +1,380 @@
+/* leadline.mark(): tracepoints that cost one load and a branch when nothing records.
+ *
+ * A recording (trace, profile or probe) attaches its writer here when it starts and detaches it
+ * when it stops.  mark() reads that pointer and returns when it is NULL: no argument is looked
+ * at, no frame is inspected, nothing is formatted.  When a recording listens, the mark's
+ * time, thread, caller's file:line, name and fields (as JSON) are appended to a MARKS chunk
+ * (docs/format.md).  Everything here runs with the GIL held, which guards the buffer; the
+ * writer pointer is also read with a relaxed atomic load so that the fast path stays a plain
+ * load.  Nothing here raises into the caller: a mark that cannot be encoded is dropped. */
+#include "leadline.h"
+
+#include <math.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define MARKS_CHUNK_CAP (64 * 1024)
+#define MARK_MAX_BYTES (16 * 1024) /* a longer record is cut (its fields become {}) */
+
+static LLWriter *mark_writer;  /* the listening recording's writer, or NULL */
+static LLChunk *mark_chunk;    /* records not yet handed to the writer */
+static uint64_t mark_chunk_t0; /* ll_ticks() of the chunk's first record */
+static uint64_t mark_flush_ticks;
+static uint64_t marks_recorded, marks_dropped;
+static __thread pid_t mark_tid;
+
+static void flush_locked(void) {
+    if (mark_chunk && mark_writer && mark_chunk->len) {
+        ll_writer_submit(mark_writer, mark_chunk);
+        mark_chunk = NULL;
+    }
+}
+
+void ll_marks_attach(LLWriter *w) {
+    if (mark_writer && mark_writer != w) flush_locked();
+    free(mark_chunk);
+    mark_chunk = NULL;
+    if (!mark_flush_ticks) mark_flush_ticks = (uint64_t)(2e8 / ll_tick_ns_calibrated());
+    marks_recorded = marks_dropped = 0;
+    __atomic_store_n(&mark_writer, w, __ATOMIC_RELAXED);
+}
+
+void ll_marks_detach(LLWriter *w) {
+    if (mark_writer != w) return;
+    flush_locked();
+    free(mark_chunk);
+    mark_chunk = NULL;
+    __atomic_store_n(&mark_writer, NULL, __ATOMIC_RELAXED);
+}
+
+/* The child of a fork() records nothing into its parent's file. */
+static void marks_atfork_child(void) {
+    mark_writer = NULL;
+    mark_chunk = NULL; /* the parent's; the child never submits it (a small leak per fork) */
+    mark_tid = 0;
+}
+
+int ll_marks_init(void) { return pthread_atfork(NULL, NULL, marks_atfork_child) == 0 ? 0 : -1; }
+
+/* ---- a growable byte buffer for one record ---- */
+typedef struct {
+    uint8_t *p;
+    size_t len, cap;
+    int full;
+} Buf;
+
+static void put(Buf *b, const void *data, size_t n) {
+    if (b->full || b->len + n > b->cap) {
+        b->full = 1;
+        return;
+    }
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+}
+
+static void put_varint(Buf *b, uint64_t v) {
+    uint8_t tmp[10];
+    put(b, tmp, (size_t)(ll_put_varint_slow(tmp, v) - tmp));
+}
+
+/* JSON string body (without quotes) of a str object. */
+static void put_json_str(Buf *b, PyObject *s) {
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    if (!u) {
+        PyErr_Clear();
+        put(b, "?", 1);
+        return;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)u[i];
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            put(b, e, 2);
+        } else if (c < 0x20) {
+            char e[8];
+            snprintf(e, sizeof e, "\\u%04x", c);
+            put(b, e, 6);
+        } else {
+            put(b, &u[i], 1);
+        }
+    }
+}
+
+static void put_quoted(Buf *b, PyObject *s) {
+    put(b, "\"", 1);
+    put_json_str(b, s);
+    put(b, "\"", 1);
+}
+
+/* A field value as JSON: None, bools, ints and finite floats as themselves, str as a string,
+ * anything else as the string of its str(). */
+static void put_json_value(Buf *b, PyObject *v) {
+    if (v == Py_None) {
+        put(b, "null", 4);
+    } else if (v == Py_True) {
+        put(b, "true", 4);
+    } else if (v == Py_False) {
+        put(b, "false", 5);
+    } else if (PyUnicode_Check(v)) {
+        put_quoted(b, v);
+    } else if (PyLong_Check(v) || (PyFloat_Check(v) && isfinite(PyFloat_AS_DOUBLE(v)))) {
+        PyObject *r = PyLong_Check(v) ? PyObject_Str(v) : PyObject_Repr(v);
+        if (r) {
+            Py_ssize_t n;
+            const char *u = PyUnicode_AsUTF8AndSize(r, &n);
+            if (u) put(b, u, (size_t)n);
+            else put(b, "null", 4);
+            Py_DECREF(r);
+        }
+        if (PyErr_Occurred()) PyErr_Clear();
+    } else {
+        PyObject *r = PyObject_Str(v);
+        if (r) {
+            put_quoted(b, r);
+            Py_DECREF(r);
+        } else {
+            PyErr_Clear();
+            put(b, "\"<unprintable>\"", 15);
+        }
+    }
+}
+
+static pid_t current_tid(void) {
+    if (!mark_tid) mark_tid = (pid_t)syscall(SYS_gettid);
+    return mark_tid;
+}
+
+/* Appends one record: varint t, varint tid, u8 kind, varint line, then name, file and the
+ * fields' JSON, each as varint length + UTF-8 bytes. */
+static void record(int kind, PyObject *name, PyObject *file, long line, PyObject *const *values,
+                   PyObject *keys, PyObject *dict) {
+    uint64_t t = ll_ticks();
+    uint8_t fields_buf[MARK_MAX_BYTES];
+    Buf f = {fields_buf, 0, sizeof fields_buf, 0};
+    put(&f, "{", 1);
+    int first = 1;
+    if (keys) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) {
+            if (!first) put(&f, ",", 1);
+            first = 0;
+            put_quoted(&f, PyTuple_GET_ITEM(keys, i));
+            put(&f, ":", 1);
+            put_json_value(&f, values[i]);
+        }
+    } else if (dict && PyDict_Check(dict)) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(dict, &pos, &k, &v)) {
+            if (!PyUnicode_Check(k)) continue;
+            if (!first) put(&f, ",", 1);
+            first = 0;
+            put_quoted(&f, k);
+            put(&f, ":", 1);
+            put_json_value(&f, v);
+        }
+    }
+    put(&f, "}", 1);
+    if (f.full) {
+        f.len = 2;
+        memcpy(fields_buf, "{}", 2);
+        f.full = 0;
+    }
+    uint8_t rec_buf[MARK_MAX_BYTES + 4096];
+    Buf r = {rec_buf, 0, sizeof rec_buf, 0};
+    put_varint(&r, t);
+    put_varint(&r, (uint64_t)current_tid());
+    uint8_t k = (uint8_t)kind;
+    put(&r, &k, 1);
+    put_varint(&r, line > 0 ? (uint64_t)line : 0);
+    PyObject *strs[2] = {name, file};
+    for (int i = 0; i < 2; i++) {
+        Py_ssize_t n = 0;
+        const char *u = strs[i] && PyUnicode_Check(strs[i]) ? PyUnicode_AsUTF8AndSize(strs[i], &n)
+                                                            : "";
+        if (!u) {
+            PyErr_Clear();
+            u = "";
+            n = 0;
+        }
+        if (n > 1024) n = 1024; /* may cut a UTF-8 sequence: the reader decodes with replace */
+        put_varint(&r, (uint64_t)n);
+        put(&r, u, (size_t)n);
+    }
+    put_varint(&r, f.len);
+    put(&r, fields_buf, f.len);
+    if (r.full) {
+        marks_dropped++;
+        return;
+    }
+    if (mark_chunk && (mark_chunk->len + r.len > mark_chunk->cap ||
+                       t - mark_chunk_t0 > mark_flush_ticks))
+        flush_locked();
+    if (!mark_chunk) {
+        mark_chunk = ll_writer_buffer(mark_writer, LL_CHUNK_MARKS, 0, MARKS_CHUNK_CAP);
+        if (!mark_chunk) {
+            marks_dropped++;
+            return;
+        }
+        mark_chunk_t0 = t;
+    }
+    memcpy(mark_chunk->data + mark_chunk->len, rec_buf, r.len);
+    mark_chunk->len += r.len;
+    marks_recorded++;
+}
+
+/* The caller's file and line, from the innermost Python frame. */
+static void caller(PyObject **file, long *line) {
+    *file = NULL;
+    *line = 0;
+    PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
+    if (!f) return;
+    PyCodeObject *code = PyFrame_GetCode(f);
+    *file = Py_NewRef(code->co_filename);
+    Py_DECREF(code);
+    *line = PyFrame_GetLineNumber(f);
+}
+
+/* mark(name, **fields) */
+PyObject *ll_mark(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (LL_LIKELY(__atomic_load_n(&mark_writer, __ATOMIC_RELAXED) == NULL)) Py_RETURN_NONE;
+    if (nargs < 1) Py_RETURN_NONE;
+    PyObject *name = PyUnicode_Check(args[0]) ? Py_NewRef(args[0]) : PyObject_Str(args[0]);
+    if (name) {
+        PyObject *file;
+        long line;
+        caller(&file, &line);
+        record(0, name, file, line, args + nargs, kwnames, NULL);
+        Py_XDECREF(file);
+        Py_DECREF(name);
+    }
+    if (PyErr_Occurred()) PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
+/* mark_at(kind, name, file, line, fields): a mark whose location the caller knows (a log
+ * record's, a decorated function's); kind 0 mark, 1 span begin, 2 span end. */
+PyObject *ll_mark_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (__atomic_load_n(&mark_writer, __ATOMIC_RELAXED) == NULL) Py_RETURN_NONE;
+    if (nargs != 5) Py_RETURN_NONE;
+    long kind = PyLong_AsLong(args[0]);
+    long line = PyLong_AsLong(args[3]);
+    PyErr_Clear();
+    PyObject *name = PyUnicode_Check(args[1]) ? Py_NewRef(args[1]) : PyObject_Str(args[1]);
+    if (name && kind >= 0 && kind <= 2) record((int)kind, name, args[2], line, NULL, NULL, args[4]);
+    Py_XDECREF(name);
+    if (PyErr_Occurred()) PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
+/* marks_active() -> bool: is a recording listening? */
+PyObject *ll_marks_active(PyObject *module, PyObject *unused) {
+    return PyBool_FromLong(__atomic_load_n(&mark_writer, __ATOMIC_RELAXED) != NULL);
+}
+
+/* marks_counts() -> (recorded, dropped) since the last attach. */
+PyObject *ll_marks_counts(PyObject *module, PyObject *unused) {
+    return Py_BuildValue("(KK)", (unsigned long long)marks_recorded,
+                         (unsigned long long)marks_dropped);
+}
+
+/* ---- Journal: a capture that holds only marks (and META/END), for probe sessions ---- */
+typedef struct {
+    PyObject_HEAD
+    LLWriter w;
+    int opened, finished, closed;
+    uint64_t t_end, marks, dropped;
+} Journal;
+
+static PyObject *journal_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    int fd;
+    Py_buffer meta;
+    if (!PyArg_ParseTuple(args, "iy*", &fd, &meta)) return NULL;
+    Journal *j = (Journal *)type->tp_alloc(type, 0);
+    if (!j) {
+        PyBuffer_Release(&meta);
+        return NULL;
+    }
+    int err = ll_writer_open(&j->w, fd);
+    if (err) {
+        PyBuffer_Release(&meta);
+        Py_DECREF(j);
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    j->opened = 1;
+    ll_writer_put(&j->w, LL_CHUNK_META, meta.buf, (size_t)meta.len);
+    PyBuffer_Release(&meta);
+    ll_marks_attach(&j->w);
+    return (PyObject *)j;
+}
+
+/* finish(): stop listening for marks; the counters for END. */
+static PyObject *journal_finish(PyObject *self, PyObject *unused) {
+    Journal *j = (Journal *)self;
+    if (!j->finished) {
+        j->marks = marks_recorded;
+        j->dropped = marks_dropped;
+        ll_marks_detach(&j->w);
+        j->t_end = ll_ticks();
+        j->finished = 1;
+    }
+    return Py_BuildValue("{s:K,s:d,s:K,s:K}", "t_end", (unsigned long long)j->t_end, "tick_ns",
+                         ll_tick_ns_calibrated(), "marks", (unsigned long long)j->marks,
+                         "marks_dropped", (unsigned long long)j->dropped);
+}
+
+/* close(end_json): write END, drain and close the file. */
+static PyObject *journal_close(PyObject *self, PyObject *args) {
+    Journal *j = (Journal *)self;
+    Py_buffer end;
+    if (!PyArg_ParseTuple(args, "y*", &end)) return NULL;
+    if (j->closed) {
+        PyBuffer_Release(&end);
+        PyErr_SetString(PyExc_RuntimeError, "capture already closed");
+        return NULL;
+    }
+    PyObject *r = journal_finish(self, NULL);
+    Py_XDECREF(r);
+    ll_writer_put(&j->w, LL_CHUNK_END, end.buf, (size_t)end.len);
+    PyBuffer_Release(&end);
+    Py_BEGIN_ALLOW_THREADS
+    ll_writer_close(&j->w);
+    Py_END_ALLOW_THREADS
+    j->closed = 1;
+    const char *err = j->w.error ? strerror(j->w.error) : NULL;
+    return Py_BuildValue("{s:K,s:K,s:z}", "bytes_written", j->w.bytes_written, "dropped_chunks",
+                         j->w.dropped_chunks, "write_error", err);
+}
+
+static void journal_dealloc(PyObject *self) {
+    Journal *j = (Journal *)self;
+    if (j->opened && !j->closed) {
+        ll_marks_detach(&j->w);
+        ll_writer_close(&j->w);
+    }
+    if (j->opened) {
+        pthread_mutex_destroy(&j->w.mu);
+        pthread_cond_destroy(&j->w.cv);
+    }
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyMethodDef journal_methods[] = {
+    {"finish", journal_finish, METH_NOARGS, "Stop recording marks; return the counters."},
+    {"close", journal_close, METH_VARARGS, "Write END, flush and close the capture."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject LLJournal_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "leadline._native.Journal",
+    .tp_basicsize = sizeof(Journal),
+    .tp_dealloc = journal_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = journal_new,
+    .tp_methods = journal_methods,
+    .tp_doc = "Journal(fd, meta): a capture of marks only (probe sessions).",
+};

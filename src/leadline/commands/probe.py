@@ -1,0 +1,124 @@
+"""`leadline probe --count NAME=FILE:LINE|NAME=module:qualname ... (script.py | -m module | -c
+code) [args]`: how often chosen lines run, in an unmodified program, and their ratios."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from typing import Any
+
+from .. import runner
+from ..errors import LeadlineError
+from ..probe import ProbeRecorder, ProbeResult, Probes, parse_count, parse_ratio, write_json
+from ..render import RenderOptions
+from ..render.probe_text import print_probe_table
+from ..render.text import make_console
+from .trace import add_target_arguments
+
+ATTACH_NEEDS = (
+    "--pid: counting in a running process needs code loaded into it, which CPython allows "
+    "from 3.14 on (sys.remote_exec); for {version} start the program under "
+    "`leadline probe --count ... -- script.py`"
+)
+
+
+def add_probe_arguments(p: argparse.ArgumentParser) -> None:
+    """The probe definitions; `sweep` and `overhead` take them too."""
+    p.add_argument(
+        "--count",
+        action="append",
+        default=[],
+        metavar="NAME=SPEC",
+        help="count executions of FILE:LINE, or entries of module:qualname (repeatable)",
+    )
+    p.add_argument(
+        "--ratio",
+        action="append",
+        default=[],
+        metavar="[NAME=]EXPR",
+        help="a ratio of counts to print, e.g. 'hit/(hit+miss)' (repeatable)",
+    )
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "probe",
+        help="count how often chosen lines run or functions are entered",
+        description="Run a program and count executions of chosen lines (FILE:LINE) and entries "
+        "of chosen functions (module:qualname), without changing its code; prints counts, rates "
+        "and ratios on stderr.",
+    )
+    add_probe_arguments(p)
+    p.add_argument(
+        "--duration",
+        type=float,
+        metavar="S",
+        help="count for S seconds only, then report (the program runs on, unprobed)",
+    )
+    p.add_argument("--pid", type=int, help="count in a running process (see --help's note)")
+    p.add_argument("-o", "--output", help="also write a capture: the counts and every mark")
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    p.add_argument("--json-output", metavar="FILE", help="write the result as JSON to FILE")
+    p.add_argument("-q", "--quiet", action="store_true", help="no table on stderr")
+    add_target_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _report(result: ProbeResult, args: argparse.Namespace) -> None:
+    data = result.to_json()
+    if args.json_output:
+        write_json(result, args.json_output)
+    if args.json:
+        sys.stdout.flush()
+        print(json.dumps(data, indent=1), flush=True)
+    if not args.quiet:
+        print_probe_table(data, make_console(sys.stderr, RenderOptions()))
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.pid is not None:
+        version = ".".join(map(str, sys.version_info[:2]))
+        raise LeadlineError(ATTACH_NEEDS.format(version=f"Python {version}"))
+    if not args.count:
+        raise LeadlineError("nothing to count: give at least one --count NAME=SPEC")
+    if args.duration is not None and args.duration <= 0:
+        raise LeadlineError("--duration must be positive")
+    target = runner.parse_target(args.program, args.module, args.code)
+    main_file = target.value if target.kind == "script" else None
+    specs = [parse_count(text, main_file) for text in args.count]
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise LeadlineError("--count: two probes have the same name")
+    ratios = [parse_ratio(text, set(names)) for text in args.ratio]
+    probes = Probes(specs, ratios)
+    code, namespace = runner.prepare(target)
+    recorder = ProbeRecorder(args.output, probes, target.argv) if args.output else None
+    lock = threading.Lock()
+    reported = False
+
+    def finish() -> None:
+        nonlocal reported
+        with lock:
+            if reported:
+                return
+            reported = True
+            result = recorder.stop() if recorder else probes.stop()
+            _report(result, args)
+
+    if recorder:
+        recorder.start()
+    else:
+        probes.start()
+    timer = threading.Timer(args.duration, finish) if args.duration else None
+    if timer:
+        timer.daemon = True
+        timer.start()
+    try:
+        status = runner.execute(code, namespace)
+    finally:
+        if timer:
+            timer.cancel()
+        finish()
+    return status

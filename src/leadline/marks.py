@@ -1,0 +1,78 @@
+"""Tracepoints: `leadline.mark()`, spans and a logging handler that turns records into marks.
+
+`mark` is the native function itself: with nothing recording it returns at once, without
+looking at its arguments or the caller's frame.  When a trace, profile or probe session is
+recording, it stores the name, the fields (as JSON), the thread, the time and the caller's
+file:line in the capture (the MARKS chunk, docs/format.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar
+
+from . import _native
+
+mark = _native.mark
+marks_active = _native.marks_active
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+MARK, BEGIN, END = 0, 1, 2
+
+
+@contextmanager
+def _span_at(name: str, file: str, line: int, fields: dict[str, Any]) -> Iterator[None]:
+    _native.mark_at(BEGIN, name, file, line, fields)
+    try:
+        yield
+    finally:
+        _native.mark_at(END, name, file, line, {})
+
+
+def span(name: str | None = None, **fields: Any) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A decorator: each call of the function is a span, a BEGIN and an END mark at its `def`
+    line (name: the function's qualified name unless given).  Nothing is recorded, and only
+    one check is made, when no recording listens."""
+
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        code = getattr(fn, "__code__", None)
+        file = code.co_filename if code else "?"
+        line = code.co_firstlineno if code else 0
+        label: str = name or getattr(fn, "__qualname__", None) or repr(fn)
+
+        @functools.wraps(fn)
+        def spanned(*args: P.args, **kwargs: P.kwargs) -> R:
+            if not _native.marks_active():
+                return fn(*args, **kwargs)
+            with _span_at(label, file, line, fields):
+                return fn(*args, **kwargs)
+
+        return spanned
+
+    return wrap
+
+
+class MarkHandler(logging.Handler):
+    """A logging handler that records each log record as a mark named `log.LEVEL`, at the
+    record's own file:line, with the logger's name and the formatted message as fields.
+    `logging.getLogger().addHandler(leadline.MarkHandler())`."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not _native.marks_active():
+            return
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string must not break the program
+            message = str(record.msg)
+        _native.mark_at(
+            MARK,
+            f"log.{record.levelname.lower()}",
+            record.pathname,
+            record.lineno,
+            {"logger": record.name, "message": message},
+        )

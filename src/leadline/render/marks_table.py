@@ -1,0 +1,102 @@
+"""The marks of a capture (`leadline.mark()`, spans, log records) summarised by name: the
+section that `report` adds to every kind of capture that has them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..capture import Capture
+from .units import fmt_ns
+
+
+@dataclass
+class MarkRow:
+    name: str
+    count: int = 0  # marks, or completed spans
+    location: str = ""  # where the first one was recorded
+    threads: set[str] = field(default_factory=set)
+    first_ns: int = 0
+    span_ns: list[int] = field(default_factory=list)  # each span's duration
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "count": self.count,
+            "location": self.location,
+            "threads": sorted(self.threads),
+            "first_ns": self.first_ns,
+            "span_total_ns": sum(self.span_ns) if self.span_ns else None,
+            "span_max_ns": max(self.span_ns) if self.span_ns else None,
+        }
+
+
+def mark_rows(cap: Capture) -> list[MarkRow]:
+    """One row per mark name (spans: per span name), most frequent first."""
+    rows: dict[tuple[str, bool], MarkRow] = {}
+    open_spans: dict[tuple[int, str], list[int]] = {}
+    for m in cap.marks:
+        key = (m.name, m.kind != 0)
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = MarkRow(m.name, location=m.location, first_ns=cap.ns(m.t))
+        row.threads.add(cap.tid_name(m.tid))
+        if m.kind == 0:
+            row.count += 1
+        elif m.kind == 1:
+            open_spans.setdefault((m.tid, m.name), []).append(m.t)
+        else:
+            starts = open_spans.get((m.tid, m.name))
+            if starts:
+                row.count += 1
+                row.span_ns.append(int((m.t - starts.pop()) * cap.tick_ns))
+    return sorted(rows.values(), key=lambda r: (-r.count, r.first_ns))
+
+
+def print_marks(cap: Capture, console: Console, limit: int = 25) -> None:
+    rows = mark_rows(cap)
+    if not rows:
+        return
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("Count", "First at", "Span total", "Span max"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("Mark", overflow="fold")
+    table.add_column("Where", overflow="fold")
+    for r in rows[:limit]:
+        table.add_row(
+            f"{r.count:,}",
+            fmt_ns(r.first_ns),
+            fmt_ns(sum(r.span_ns)) if r.span_ns else "",
+            fmt_ns(max(r.span_ns)) if r.span_ns else "",
+            r.name,
+            f"{r.location}  ({', '.join(sorted(r.threads))})",
+        )
+    console.print()
+    console.print(f"Marks: {len(cap.marks):,}", markup=False)
+    console.print(table)
+
+
+MAX_MARKS_JSON = 5000
+
+
+def marks_json(cap: Capture, limit: int = MAX_MARKS_JSON) -> dict[str, Any]:
+    """The `marks` member of `report --json` and of the HTML pages (docs/report-json.md)."""
+    return {
+        "total": len(cap.marks),
+        "summary": [r.as_json() for r in mark_rows(cap)],
+        "events": [
+            {
+                "t_ns": cap.ns(m.t),
+                "kind": m.kind_name.lower(),
+                "name": m.name,
+                "file": m.file,
+                "line": m.line,
+                "thread": cap.tid_name(m.tid),
+                "fields": m.fields,
+            }
+            for m in cap.marks[:limit]
+        ],
+    }
