@@ -161,6 +161,19 @@ def test_real_regression_is_ranked_first(pair: Pair, tmp_path: Path) -> None:
     assert first["rank"] == 1 and first["sig_self"] == 1
     assert first["new_self"] > 0.3  # it is where most of the new version's time goes
 
-    quiet = diff(base, again)
-    flagged = [f["name"] for f in quiet["functions"] if f["sig_self"] or f["sig_total"]]  # type: ignore[index, union-attr]
+    flagged = flagged_between(base, again)
+    if flagged:
+        # On this shared 2-core host a run sometimes differs from its twin well beyond sampling
+        # noise (seen once: jsonschema 3.2.0's `type` at 7% of the samples in four runs and
+        # 1.3% in a fifth that ran 35% faster).  One more identical run tells a disturbed run
+        # from a noise model that flags too much: its diff with one of the first two must be
+        # quiet.
+        third = profile(old_py, pair.script, tmp_path / "third.lead", pair.base)
+        flagged = flagged_between(base, third) and flagged_between(again, third)
     assert flagged == [], flagged
+
+
+def flagged_between(a: Path, b: Path) -> list[str]:
+    functions = diff(a, b)["functions"]
+    assert isinstance(functions, list)
+    return [f["name"] for f in functions if f["sig_self"] or f["sig_total"]]
