@@ -1,0 +1,107 @@
+"""`leadline sweep --env NAME=v1,v2,... [--repeat N] [--count ...] -- cmd`: the command once
+per value (rounds interleaved), and the table of wall, CPU, peak RSS, probe counts and ratios."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, Progress, TextColumn
+
+from ..errors import LeadlineError
+from ..render import RenderOptions
+from ..render.text import make_console
+from ..sweep import headers, html_page, parse_env, run_sweep, table_rows, write_png
+from .probe import add_probe_arguments
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="run a command per value of an environment variable and tabulate the results",
+        description="Run CMD once per value of an environment variable (--repeat rounds, "
+        "interleaved) and print value, wall time, CPU time, peak RSS, probe counts and ratios "
+        "(medians); --html/--png chart a column against the value.",
+    )
+    p.add_argument("--env", required=True, metavar="NAME=V1,V2,...", help="the variable swept")
+    p.add_argument("--repeat", type=int, default=1, metavar="N", help="rounds (default 1)")
+    add_probe_arguments(p)
+    p.add_argument("--timeout", type=float, metavar="S", help="kill a run after S seconds")
+    p.add_argument("--json", action="store_true", help="print the sweep as JSON on stdout")
+    p.add_argument("--html", metavar="FILE", help="write the table and a chart (self-contained)")
+    p.add_argument("--png", metavar="FILE", help="write the chart as PNG (needs matplotlib)")
+    p.add_argument(
+        "--chart",
+        metavar="COLUMN",
+        help="the column to chart: wall, cpu, peak_rss, a probe or a ratio name "
+        "(default: the first ratio, else wall)",
+    )
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    name, values = parse_env(args.env)
+    cmd = list(args.command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise LeadlineError("nothing to run: give the command after --")
+    if args.repeat < 1:
+        raise LeadlineError("--repeat must be at least 1")
+    ratio_names = [r.partition("=")[0].strip() if "=" in r else r.strip() for r in args.ratio]
+    probe_names = [c.partition("=")[0].strip() for c in args.count]
+    column = args.chart or (ratio_names[0] if ratio_names else "wall")
+    if column not in ("wall", "cpu", "peak_rss", *probe_names, *ratio_names):
+        raise LeadlineError(f"--chart {column!r}: not a column of this sweep")
+    if args.ratio and not args.count:
+        raise LeadlineError("--ratio needs --count")
+    total = args.repeat * len(values)
+    if sys.stderr.isatty():
+        with Progress(
+            TextColumn("sweep"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            transient=True,
+        ) as bar:
+            task = bar.add_task("sweep", total=total)
+            sweep = run_sweep(
+                name,
+                values,
+                cmd,
+                args.repeat,
+                args.count,
+                args.ratio,
+                args.timeout,
+                lambda d, t: bar.update(task, completed=d),
+            )
+    else:
+        sweep = run_sweep(name, values, cmd, args.repeat, args.count, args.ratio, args.timeout)
+    if args.json:
+        print(json.dumps(sweep.to_json(), indent=1))
+    else:
+        from rich.table import Table
+
+        console = make_console(sys.stdout, RenderOptions())
+        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+        for h in headers(sweep):
+            table.add_column(h, justify="right", no_wrap=True)
+        for row in table_rows(sweep):
+            table.add_row(*row)
+        console.print(
+            f"leadline sweep of {name}: {args.repeat} run(s) per value, medians", markup=False
+        )
+        console.print(table)
+    for value, status in sweep.failed:
+        print(f"leadline: {name}={value}: the command exited with status {status}", file=sys.stderr)
+    if args.html:
+        try:
+            Path(args.html).write_text(html_page(sweep, column), encoding="utf-8")
+        except OSError as e:
+            raise LeadlineError(f"cannot write {args.html}: {e.strerror}") from None
+    if args.png:
+        write_png(sweep, column, args.png)
+    return 1 if sweep.failed else 0
