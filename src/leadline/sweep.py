@@ -46,10 +46,18 @@ class Row:
             "peak_rss": self.median(lambda r: float(r.result.maxrss_kib * 1024)),
         }
         for p in probes:
-            cols[p] = self.median(lambda r, p=p: float(r.counts[p]) if p in r.counts else None)
+            cols[p] = self.median(_count_of(p))
         for q in ratios:
-            cols[q] = self.median(lambda r, q=q: r.ratios.get(q))
+            cols[q] = self.median(_ratio_of(q))
         return cols
+
+
+def _count_of(name: str) -> Callable[[Run], float | None]:
+    return lambda r: float(r.counts[name]) if name in r.counts else None
+
+
+def _ratio_of(name: str) -> Callable[[Run], float | None]:
+    return lambda r: r.ratios.get(name)
 
 
 def parse_env(spec: str) -> tuple[str, list[str]]:
