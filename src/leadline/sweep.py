@@ -232,6 +232,7 @@ def chart_svg(s: Sweep, column: str, width: int = 720, height: int = 360) -> str
         y_hi = y_lo + 1
     ypos = [top + ph - (y - y_lo) / (y_hi - y_lo) * ph for y in ys]
     e = html.escape
+    is_count = column in s.probes
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12" '
@@ -248,7 +249,8 @@ def chart_svg(s: Sweep, column: str, width: int = 720, height: int = 360) -> str
             f'<line x1="{left - 4}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="#ddd"/>'
         )
         parts.append(
-            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{e(fmt(column, v, column in s.probes))}</text>'
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{e(fmt(column, v, is_count))}</text>"
         )
     path = " ".join(
         f"{'M' if i == 0 else 'L'}{x:.1f} {y:.1f}"
@@ -258,7 +260,7 @@ def chart_svg(s: Sweep, column: str, width: int = 720, height: int = 360) -> str
     for (value, v), x, y in zip(points, xpos, ypos, strict=True):
         parts.append(
             f'<circle class="pt" cx="{x:.1f}" cy="{y:.1f}" r="4" fill="#2f6fd6">'
-            f"<title>{e(s.name)}={e(value)}: {e(fmt(column, v, column in s.probes))}</title></circle>"
+            f"<title>{e(s.name)}={e(value)}: {e(fmt(column, v, is_count))}</title></circle>"
         )
         parts.append(
             f'<text x="{x:.1f}" y="{top + ph + 18}" text-anchor="middle">{e(value)}</text>'
