@@ -1,5 +1,5 @@
 """One module per subcommand; the CLI is built from this list."""
 
-from . import attach, diff, export, log, probe, report, run, sweep, trace
+from . import attach, diff, export, log, overhead, probe, report, run, sweep, trace
 
-COMMANDS = [trace, run, attach, probe, sweep, report, diff, log, export]
+COMMANDS = [trace, run, attach, probe, sweep, overhead, report, diff, log, export]
