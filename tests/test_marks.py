@@ -85,7 +85,8 @@ def test_marks_in_trace_report_log_and_chrome(tmp_path: Path) -> None:
     assert all(begin <= e["t_ns"] <= end for e in batches)
     summary = {row["name"]: row for row in marks["summary"]}
     assert summary["batch"]["count"] == 3
-    assert summary["load"]["count"] == 1 and summary["load"]["span_total_ns"] == end - begin
+    assert summary["load"]["count"] == 1
+    assert abs(summary["load"]["span_total_ns"] - (end - begin)) <= 2  # each rounded to ns
 
     text = cli("report", cap, cwd=tmp_path, check=True).stdout
     assert "Marks: 7" in text and "batch" in text
