@@ -4,9 +4,9 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-SOURCES := $(shell find src -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.pyi' -o -name '*.js' -o -name '*.css') setup.py pyproject.toml
+SOURCES := $(shell find src -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.pyi' -o -name '*.js' -o -name '*.css' -o -name '*.pth') setup.py pyproject.toml
 
-.PHONY: all venv build demo test lint bench bench-sampling valgrind clean
+.PHONY: all venv build demo test test-fleet lint bench bench-sampling valgrind clean
 
 all: build
 
@@ -33,7 +33,12 @@ demo: build
 test: build
 	@tools/ensure-chromium
 	@tools/ensure-speedscope-schema >/dev/null
-	cd tests && $(abspath $(BIN))/python -m pytest -q $(PYTEST_ARGS)
+	cd tests && $(abspath $(BIN))/python -m pytest -q --ignore=fleet $(PYTEST_ARGS)
+
+# The fleet path against a real Grafana Pyroscope server (built once, minutes, then cached).
+test-fleet: build
+	@sh tools/build_pyroscope.sh >/dev/null
+	cd tests && $(abspath $(BIN))/python -m pytest -q fleet $(PYTEST_ARGS)
 
 lint: build
 	$(BIN)/ruff check src tests bench tools

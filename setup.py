@@ -1,6 +1,24 @@
-"""Build of the native core, leadline._native (C11; everything else is pure Python)."""
+"""Build of the native core, leadline._native (C11; everything else is pure Python), and of the
+start-up hook that starts the fleet agent in any Python process with LEADLINE_PUSH set."""
+
+import os
 
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+PTH = "leadline-agent.pth"
+
+
+class build_py_with_hook(build_py):
+    """Puts leadline-agent.pth at the top of site-packages: one line, run at interpreter
+    start-up, that does nothing unless LEADLINE_PUSH is set."""
+
+    def run(self) -> None:
+        super().run()
+        self.copy_file(os.path.join("src", PTH), os.path.join(self.build_lib, PTH))
+
+    def get_outputs(self, include_bytecode: bool = True) -> list[str]:
+        return [*super().get_outputs(include_bytecode), os.path.join(self.build_lib, PTH)]
 
 native = Extension(
     "leadline._native",
@@ -35,4 +53,4 @@ native = Extension(
     libraries=["z", "pthread"],
 )
 
-setup(ext_modules=[native])
+setup(ext_modules=[native], cmdclass={"build_py": build_py_with_hook})

@@ -10,10 +10,13 @@ with leadline.profile("run.lead"):      # sample every thread's stack at 100 Hz
     work()
 
 leadline.mark("cache.miss", key=k)      # a tracepoint: a few ns when nothing records
+
+leadline.start_agent("http://pyroscope:4040", service="api", labels={"version": "2"})
 """
 
 __version__ = "0.1.0"
 
+from .agent import start_agent, stop_agent
 from .errors import LeadlineError
 from .marks import MarkHandler, mark, span
 from .profiler import ProfileOptions, Profiler, ProfileResult, profile
@@ -32,6 +35,8 @@ __all__ = [
     "mark",
     "profile",
     "span",
+    "start_agent",
+    "stop_agent",
     "trace",
     "traced",
 ]

@@ -121,6 +121,25 @@ def _unzigzag(v: int) -> int:
     return (v >> 1) ^ -(v & 1)
 
 
+def decode_samples(payload: bytes) -> Iterator[Sample]:
+    """The samples of one SAMPLES chunk; IndexError or ValueError if it is corrupt."""
+    t, pos = _varint(payload, 0)
+    end = len(payload)
+    while pos < end:
+        dt, pos = _varint(payload, pos)
+        serial, pos = _varint(payload, pos)
+        flags = payload[pos]
+        pos += 1
+        stack, pos = _varint(payload, pos)
+        cpu, pos = _varint(payload, pos)
+        drss = 0
+        if flags & SAMPLE_RSS:
+            z, pos = _varint(payload, pos)
+            drss = _unzigzag(z)
+        t += dt
+        yield t, serial, flags, stack, cpu, drss
+
+
 @dataclass
 class Function:
     id: int
@@ -157,10 +176,134 @@ class EventChunk:
     crc: int
 
 
-class Capture:
+class Definitions:
+    """The small parts of a capture, loaded from its definition chunks: metadata, strings,
+    functions, threads, stacks, marks, the RSS timeline.  A file (:class:`Capture`) and a live
+    stream (:class:`CaptureStream`) load them alike."""
+
+    def __init__(self) -> None:
+        self.meta: dict[str, Any] = {}
+        self.end: dict[str, Any] | None = None
+        self.strings: dict[int, str] = {0: ""}
+        self.functions: dict[int, Function] = {}
+        self.threads: dict[int, tuple[int, int]] = {}  # serial -> (native tid, python ident)
+        self.stacks: dict[int, tuple[int, int, int]] = {}  # id -> (parent, func, offset)
+        self.tasks: dict[int, Task] = {}  # serial -> sampled thread
+        self.marks: list[Mark] = []  # in time order
+        self.timeline_t = array("Q")
+        self.timeline_rss = array("Q")
+        self.damage: str | None = None  # why reading stopped early, if it did
+
+    def _load(self, kind: int, payload: bytes) -> None:
+        if kind == META:
+            self.meta = json.loads(payload)
+        elif kind == END:
+            self.end = json.loads(payload)
+        elif kind == STRINGS:
+            pos = 0
+            while pos < len(payload):
+                sid, pos = _varint(payload, pos)
+                n, pos = _varint(payload, pos)
+                self.strings[sid] = payload[pos : pos + n].decode("utf-8", "replace")
+                pos += n
+        elif kind == FUNCS:
+            pos = 0
+            while pos < len(payload):
+                fid, pos = _varint(payload, pos)
+                fkind = payload[pos]
+                pos += 1
+                file_id, pos = _varint(payload, pos)
+                name_id, pos = _varint(payload, pos)
+                first, pos = _varint(payload, pos)
+                n, pos = _varint(payload, pos)
+                offsets, lines = [], []
+                off, line = 0, first
+                for _ in range(n):
+                    d_off, pos = _varint(payload, pos)
+                    d_line, pos = _varint(payload, pos)
+                    off += d_off
+                    line += _unzigzag(d_line)
+                    offsets.append(off)
+                    lines.append(line)
+                self.functions[fid] = Function(
+                    fid,
+                    "c" if fkind == 1 else "py",
+                    self.strings.get(file_id, "?"),
+                    self.strings.get(name_id, "?"),
+                    first,
+                    offsets,
+                    lines,
+                )
+        elif kind == THREADS:
+            for serial, tid, ident in _records(payload, 3):
+                self.threads[serial] = (tid, ident)
+        elif kind == STACKS:
+            for sid, parent, func, off in _records(payload, 4):
+                self.stacks[sid] = (parent, func, off)
+        elif kind == TASKS:
+            for serial, pid, tid, ident, name_id in _records(payload, 5):
+                self.tasks[serial] = Task(pid, tid, ident, self.strings.get(name_id, ""))
+        elif kind == MARKS:
+            self.marks.extend(_marks(payload))
+        elif kind == RSS:
+            times, values = _native.decode_rss(payload)
+            self.timeline_t.frombytes(times)
+            self.timeline_rss.frombytes(values)
+
+    # -- conveniences ---------------------------------------------------------
+    @property
+    def complete(self) -> bool:
+        return self.end is not None and self.damage is None
+
+    @property
+    def tick_ns(self) -> float:
+        src = self.end or self.meta
+        return float(src.get("tick_ns", 1.0))
+
+    @property
+    def t_start(self) -> int:
+        return int(self.meta.get("t_start", 0))
+
+    @property
+    def page_size(self) -> int:
+        return int(self.meta.get("page_size", 4096))
+
+    def ns(self, ticks: int) -> int:
+        """Nanoseconds since the start of recording."""
+        return int((ticks - self.t_start) * self.tick_ns)
+
+    def thread_name(self, serial: int) -> str:
+        _tid, ident = self.threads.get(serial, (0, 0))
+        names: dict[str, str] = (self.end or {}).get("threads", {})
+        return names.get(str(ident)) or f"thread-{serial}"
+
+    def tid_name(self, tid: int) -> str:
+        """A thread's name from its native id (marks carry that id)."""
+        by_tid: dict[str, str] = (self.end or {}).get("thread_tids", {})
+        if str(tid) in by_tid:
+            return by_tid[str(tid)]
+        names: dict[str, str] = (self.end or {}).get("threads", {})
+        for tid_, ident in self.threads.values():
+            if tid_ == tid:
+                return names.get(str(ident)) or f"tid {tid}"
+        for task in self.tasks.values():
+            if task.tid == tid:
+                return task.name or names.get(str(task.ident)) or f"tid {tid}"
+        return f"tid {tid}"
+
+    def function(self, fid: int) -> Function:
+        f = self.functions.get(fid)
+        if f is None:
+            f = Function(fid, "py", "?", f"<unknown #{fid}>", 0)
+            self.functions[fid] = f
+        return f
+
+
+class Capture(Definitions):
     """An open capture.  Raises LeadlineError (one line) for anything it cannot read."""
 
     def __init__(self, path: str | Path, progress: Progress | None = None) -> None:
+        super().__init__()
         self.path = Path(path)
         try:
             self._f: BinaryIO = open(self.path, "rb")
@@ -171,19 +314,8 @@ class Capture:
         except OSError as e:
             raise LeadlineError(f"{self.path}: cannot read ({e.strerror})") from None
         self.size = self.path.stat().st_size
-        self.meta: dict[str, Any] = {}
-        self.end: dict[str, Any] | None = None
-        self.strings: dict[int, str] = {0: ""}
-        self.functions: dict[int, Function] = {}
-        self.threads: dict[int, tuple[int, int]] = {}  # serial -> (native tid, python ident)
         self.event_chunks: list[EventChunk] = []
         self.sample_chunks: list[EventChunk] = []
-        self.stacks: dict[int, tuple[int, int, int]] = {}  # id -> (parent, func, offset)
-        self.tasks: dict[int, Task] = {}  # serial -> sampled thread
-        self.marks: list[Mark] = []  # in time order
-        self.timeline_t = array("Q")
-        self.timeline_rss = array("Q")
-        self.damage: str | None = None  # why reading stopped early, if it did
         self.unused_bytes = 0
         try:
             self._scan(progress)
@@ -244,62 +376,6 @@ class Capture:
         self.damage = why
         self.unused_bytes = self.size - pos
 
-    def _load(self, kind: int, payload: bytes) -> None:
-        if kind == META:
-            self.meta = json.loads(payload)
-        elif kind == END:
-            self.end = json.loads(payload)
-        elif kind == STRINGS:
-            pos = 0
-            while pos < len(payload):
-                sid, pos = _varint(payload, pos)
-                n, pos = _varint(payload, pos)
-                self.strings[sid] = payload[pos : pos + n].decode("utf-8", "replace")
-                pos += n
-        elif kind == FUNCS:
-            pos = 0
-            while pos < len(payload):
-                fid, pos = _varint(payload, pos)
-                fkind = payload[pos]
-                pos += 1
-                file_id, pos = _varint(payload, pos)
-                name_id, pos = _varint(payload, pos)
-                first, pos = _varint(payload, pos)
-                n, pos = _varint(payload, pos)
-                offsets, lines = [], []
-                off, line = 0, first
-                for _ in range(n):
-                    d_off, pos = _varint(payload, pos)
-                    d_line, pos = _varint(payload, pos)
-                    off += d_off
-                    line += _unzigzag(d_line)
-                    offsets.append(off)
-                    lines.append(line)
-                self.functions[fid] = Function(
-                    fid,
-                    "c" if fkind == 1 else "py",
-                    self.strings.get(file_id, "?"),
-                    self.strings.get(name_id, "?"),
-                    first,
-                    offsets,
-                    lines,
-                )
-        elif kind == THREADS:
-            for serial, tid, ident in _records(payload, 3):
-                self.threads[serial] = (tid, ident)
-        elif kind == STACKS:
-            for sid, parent, func, off in _records(payload, 4):
-                self.stacks[sid] = (parent, func, off)
-        elif kind == TASKS:
-            for serial, pid, tid, ident, name_id in _records(payload, 5):
-                self.tasks[serial] = Task(pid, tid, ident, self.strings.get(name_id, ""))
-        elif kind == MARKS:
-            self.marks.extend(_marks(payload))
-        elif kind == RSS:
-            times, values = _native.decode_rss(payload)
-            self.timeline_t.frombytes(times)
-            self.timeline_rss.frombytes(values)
-
     # -- streaming ------------------------------------------------------------
     def event_payloads(
         self, progress: Progress | None = None, stream: int | None = None
@@ -331,21 +407,7 @@ class Capture:
         """Every readable sample, in file order (docs/format.md, SAMPLES)."""
         for _, payload in self._payloads(self.sample_chunks, progress):
             try:
-                t, pos = _varint(payload, 0)
-                end = len(payload)
-                while pos < end:
-                    dt, pos = _varint(payload, pos)
-                    serial, pos = _varint(payload, pos)
-                    flags = payload[pos]
-                    pos += 1
-                    stack, pos = _varint(payload, pos)
-                    cpu, pos = _varint(payload, pos)
-                    drss = 0
-                    if flags & SAMPLE_RSS:
-                        z, pos = _varint(payload, pos)
-                        drss = _unzigzag(z)
-                    t += dt
-                    yield t, serial, flags, stack, cpu, drss
+                yield from decode_samples(payload)
             except (IndexError, ValueError):
                 self.damage = "a sample chunk cannot be decoded"
                 return
@@ -377,54 +439,6 @@ class Capture:
         for _t, stream, ev in heapq.merge(*per_thread):
             yield stream, ev
 
-    # -- conveniences ---------------------------------------------------------
-    @property
-    def complete(self) -> bool:
-        return self.end is not None and self.damage is None
-
-    @property
-    def tick_ns(self) -> float:
-        src = self.end or self.meta
-        return float(src.get("tick_ns", 1.0))
-
-    @property
-    def t_start(self) -> int:
-        return int(self.meta.get("t_start", 0))
-
-    @property
-    def page_size(self) -> int:
-        return int(self.meta.get("page_size", 4096))
-
-    def ns(self, ticks: int) -> int:
-        """Nanoseconds since the start of recording."""
-        return int((ticks - self.t_start) * self.tick_ns)
-
-    def thread_name(self, serial: int) -> str:
-        _tid, ident = self.threads.get(serial, (0, 0))
-        names: dict[str, str] = (self.end or {}).get("threads", {})
-        return names.get(str(ident)) or f"thread-{serial}"
-
-    def tid_name(self, tid: int) -> str:
-        """A thread's name from its native id (marks carry that id)."""
-        by_tid: dict[str, str] = (self.end or {}).get("thread_tids", {})
-        if str(tid) in by_tid:
-            return by_tid[str(tid)]
-        names: dict[str, str] = (self.end or {}).get("threads", {})
-        for tid_, ident in self.threads.values():
-            if tid_ == tid:
-                return names.get(str(ident)) or f"tid {tid}"
-        for task in self.tasks.values():
-            if task.tid == tid:
-                return task.name or names.get(str(task.ident)) or f"tid {tid}"
-        return f"tid {tid}"
-
-    def function(self, fid: int) -> Function:
-        f = self.functions.get(fid)
-        if f is None:
-            f = Function(fid, "py", "?", f"<unknown #{fid}>", 0)
-            self.functions[fid] = f
-        return f
-
     def close(self) -> None:
         self._f.close()
 
@@ -433,3 +447,71 @@ class Capture:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class CaptureStream(Definitions):
+    """A capture read while it is written (a pipe from a live sampler): :meth:`feed` takes bytes
+    as they arrive, loads definition chunks at once and keeps the samples until :meth:`take`
+    hands them over.  `samples()` yields what was taken last, so ``sampling.load_profile`` folds
+    one period of a live capture as it folds a file."""
+
+    def __init__(self, path: str = "<stream>") -> None:
+        super().__init__()
+        self.path = Path(path)
+        self._buf = bytearray()
+        self._header = False
+        self._pending: list[Sample] = []
+        self._taken: list[Sample] = []
+        self.bytes_read = 0
+
+    def feed(self, data: bytes) -> None:
+        """Consume `data`; a corrupt stream sets `damage` and ignores what follows."""
+        if self.damage is not None:
+            return
+        self._buf += data
+        self.bytes_read += len(data)
+        pos = 0
+        buf = self._buf
+        if not self._header:
+            if len(buf) < HEADER.size:
+                return
+            if buf[:8] != MAGIC:
+                self.damage = "not a leadline capture"
+                return
+            self._header = True
+            pos = HEADER.size
+        while len(buf) - pos >= CHUNK.size:
+            magic, kind, _flags, _res, length, crc, _stream = CHUNK.unpack_from(buf, pos)
+            if magic != CHUNK_MAGIC:
+                self.damage = "a chunk header is corrupt"
+                return
+            start = pos + CHUNK.size
+            if len(buf) - start < length:
+                break
+            payload = bytes(buf[start : start + length])
+            if zlib.crc32(payload) != crc:
+                self.damage = "a chunk's checksum does not match"
+                return
+            try:
+                if kind == SAMPLES:
+                    self._pending.extend(decode_samples(payload))
+                elif kind != EVENTS:
+                    self._load(kind, payload)
+            except (IndexError, ValueError, UnicodeDecodeError):
+                self.damage = "a chunk cannot be decoded"
+                return
+            pos = start + length
+        del buf[:pos]
+
+    def take(self, before: int | None = None) -> int:
+        """Make the samples taken before tick `before` (all of them if None) what `samples()`
+        yields, and forget them; the rest wait for the next call.  Returns how many."""
+        if before is None:
+            self._taken, self._pending = self._pending, []
+        else:
+            self._taken = [s for s in self._pending if s[0] < before]
+            self._pending = [s for s in self._pending if s[0] >= before]
+        return len(self._taken)
+
+    def samples(self, progress: Progress | None = None) -> Iterator[Sample]:
+        return iter(self._taken)

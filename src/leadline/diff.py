@@ -36,7 +36,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from .analysis import analyse
 from .capture import MAGIC, Capture
 from .errors import LeadlineError
 from .import_formats import ForeignProfile, read_collapsed, read_pprof
+from .pyroscope import FleetQuery, is_fleet_url, parse_fleet_url, select_merge_profile
 from .sampling import load_profile, selected
 
 SCHEMA_VERSION = 1
@@ -84,7 +85,7 @@ class Side:
     """One input of a diff, as distinct stacks of functions with a weight each."""
 
     path: str
-    kind: str  # "sample", "trace", "pprof", "collapsed"
+    kind: str  # "sample", "trace", "pprof", "collapsed", "pyroscope"
     measure: str  # what the weights measure: "wall", "cpu", "trace" (wall time of calls) or
     # "samples" (counts of an unknown kind of sampling: pprof or collapsed stacks)
     unit: str  # "samples" or "ns"
@@ -110,6 +111,7 @@ class Side:
             "trace": "trace capture",
             "pprof": f"pprof profile ({self.measure})",
             "collapsed": "collapsed stacks",
+            "pyroscope": f"Pyroscope fleet aggregate ({self.measure})",
         }[self.kind]
         return f"{self.path} (a {what})"
 
@@ -250,8 +252,36 @@ def _smallest(stacks: list[tuple[tuple[int, ...], float]]) -> float:
     return min((w for _, w in stacks if w > 0), default=1.0)
 
 
+def _fleet_quantum(query: FleetQuery, side: Side) -> float:
+    """The weight of one sample of a fleet aggregate.  Pyroscope's merged profile says its
+    period is one second whatever the rate was, so for CPU time the sample count comes from the
+    companion ``samples:count`` profile that leadline's agent pushes alongside."""
+    if side.unit != "ns" or not query.profile_type.startswith("process_cpu:cpu:nanoseconds:"):
+        return side.quantum
+    counts_type = query.profile_type.replace(":cpu:nanoseconds:", ":samples:count:", 1)
+    try:
+        counts = read_pprof(
+            query.shown, select_merge_profile(replace(query, profile_type=counts_type))
+        )
+    except LeadlineError:
+        return _smallest(side.stacks)
+    n = sum(w for _, w in counts.stacks)
+    return side.total / n if n > 0 else _smallest(side.stacks)
+
+
 def load_side(path: str, *, idle: bool = False, sample_type: str | None = None) -> Side:
-    """Reads a capture, a pprof profile or collapsed stacks, whichever `path` holds."""
+    """Reads a capture, a pprof profile or collapsed stacks, whichever `path` holds, or a fleet
+    aggregate from Pyroscope (``pyroscope://HOST:PORT/SERVICE?from=...&until=...&label=v``)."""
+    if is_fleet_url(path):
+        query = parse_fleet_url(path)
+        data = select_merge_profile(query)
+        prof = read_pprof(query.shown, data, sample_type)
+        if not prof.stacks:
+            raise LeadlineError(f"{query.shown}: no profiles in that time range")
+        side = _from_foreign(query.shown, prof)
+        side.kind = "pyroscope"
+        side.quantum = _fleet_quantum(query, side)
+        return side
     data = _read_bytes(path)
     if data[: len(MAGIC)] == MAGIC:
         with Capture(path) as cap:

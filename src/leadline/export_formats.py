@@ -90,29 +90,32 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-class _Message:
+class ProtoMessage:
     """A protobuf message being written, field after field.  Scalars equal to zero are left
     out, as proto3 does; repeated integers are packed."""
 
     def __init__(self) -> None:
         self.data = bytearray()
 
-    def scalar(self, field: int, value: int) -> _Message:
+    def scalar(self, field: int, value: int) -> ProtoMessage:
         if value:
             self.data += _varint(field << 3 | _WIRE_VARINT)
             self.data += _varint(value)
         return self
 
-    def raw(self, field: int, payload: bytes | bytearray) -> _Message:
+    def raw(self, field: int, payload: bytes | bytearray) -> ProtoMessage:
         self.data += _varint(field << 3 | _WIRE_LEN)
         self.data += _varint(len(payload))
         self.data += payload
         return self
 
-    def message(self, field: int, message: _Message) -> _Message:
+    def text(self, field: int, value: str) -> ProtoMessage:
+        return self.raw(field, value.encode("utf-8")) if value else self
+
+    def message(self, field: int, message: ProtoMessage) -> ProtoMessage:
         return self.raw(field, message.data)
 
-    def packed(self, field: int, values: Iterable[int]) -> _Message:
+    def packed(self, field: int, values: Iterable[int]) -> ProtoMessage:
         payload = b"".join(map(_varint, values))
         return self.raw(field, payload) if payload else self
 
@@ -127,24 +130,36 @@ class _Strings:
         return self.index.setdefault(text, len(self.index))
 
 
-def _value_type(strings: _Strings, kind: str, unit: str) -> _Message:
+def _value_type(strings: _Strings, kind: str, unit: str) -> ProtoMessage:
     return (
-        _Message().scalar(_VALUE_TYPE_TYPE, strings(kind)).scalar(_VALUE_TYPE_UNIT, strings(unit))
+        ProtoMessage()
+        .scalar(_VALUE_TYPE_TYPE, strings(kind))
+        .scalar(_VALUE_TYPE_UNIT, strings(unit))
     )
 
 
-def _label(key: int, text: int = 0, num: int = 0) -> _Message:
-    return _Message().scalar(_LABEL_KEY, key).scalar(_LABEL_STR, text).scalar(_LABEL_NUM, num)
+def _label(key: int, text: int = 0, num: int = 0) -> ProtoMessage:
+    return ProtoMessage().scalar(_LABEL_KEY, key).scalar(_LABEL_STR, text).scalar(_LABEL_NUM, num)
 
 
-def to_pprof(profile: SampleProfile, metric_set: Iterable[PprofMetric] | None = None) -> bytes:
+def protobuf_message() -> ProtoMessage:
+    """An empty protobuf message to write fields into (the Pyroscope query uses it too)."""
+    return ProtoMessage()
+
+
+def to_pprof(
+    profile: SampleProfile,
+    metric_set: Iterable[PprofMetric] | None = None,
+    sample_labels: Iterable[str] = ("thread", "pid"),
+) -> bytes:
     """The profile as a gzip-compressed pprof protobuf (``go tool pprof FILE`` reads it).
 
     `metric_set` chooses the sample types; by default samples/count, cpu/nanoseconds,
     wall/nanoseconds (samples x period) and, when the profile recorded RSS, rss/bytes.  One pprof
-    Sample per Stack, leaf first, labelled with its thread's name and pid; one Location per
-    (function, line).
+    Sample per Stack, leaf first, labelled with its thread's name and pid (`sample_labels`
+    chooses which; Pyroscope makes each a series label); one Location per (function, line).
     """
+    label_set = set(sample_labels)
     wanted = set(metric_set) if metric_set is not None else set(PPROF_METRICS)
     if metric_set is None and not profile.memory:
         wanted.discard("memory")
@@ -157,7 +172,7 @@ def to_pprof(profile: SampleProfile, metric_set: Iterable[PprofMetric] | None = 
     period = period_ns(profile)
 
     strings = _Strings()
-    out = _Message()
+    out = ProtoMessage()
     for metric in metrics:
         out.message(_PROFILE_SAMPLE_TYPE, _value_type(strings, *PPROF_SAMPLE_TYPES[metric]))
 
@@ -165,7 +180,7 @@ def to_pprof(profile: SampleProfile, metric_set: Iterable[PprofMetric] | None = 
     locations: dict[tuple[int, int], int] = {}
     # Each frame's location id, already varint-encoded: a stack is the join of its frames'.
     location_of_frame: list[bytes] = [b""] * len(profile.frames)
-    body = _Message()  # locations and functions, appended after the samples
+    body = ProtoMessage()  # locations and functions, appended after the samples
 
     def location(frame_index: int) -> bytes:
         frame = profile.frames[frame_index]
@@ -177,7 +192,7 @@ def to_pprof(profile: SampleProfile, metric_set: Iterable[PprofMetric] | None = 
             # as C++, which turns Python's "<module>" into "" and strips "[...]" and "(...)".
             body.message(
                 _PROFILE_FUNCTION,
-                _Message()
+                ProtoMessage()
                 .scalar(_FUNCTION_ID, fid)
                 .scalar(_FUNCTION_NAME, strings(frame.name))
                 .scalar(_FUNCTION_FILENAME, strings(frame.file))
@@ -187,10 +202,10 @@ def to_pprof(profile: SampleProfile, metric_set: Iterable[PprofMetric] | None = 
         loc = locations.get(lkey)
         if loc is None:
             loc = locations[lkey] = len(locations) + 1
-            line = _Message().scalar(_LINE_FUNCTION_ID, fid).scalar(_LINE_LINE, frame.line)
+            line = ProtoMessage().scalar(_LINE_FUNCTION_ID, fid).scalar(_LINE_LINE, frame.line)
             body.message(
                 _PROFILE_LOCATION,
-                _Message()
+                ProtoMessage()
                 .scalar(_LOCATION_ID, loc)
                 .scalar(_LOCATION_MAPPING_ID, 1)
                 .message(_LOCATION_LINE, line),
@@ -199,9 +214,11 @@ def to_pprof(profile: SampleProfile, metric_set: Iterable[PprofMetric] | None = 
         return encoded
 
     for thread, stacks in _thread_stacks(profile):
-        labels = _Message()
-        labels.message(_SAMPLE_LABEL, _label(strings("thread"), text=strings(thread.name)))
-        labels.message(_SAMPLE_LABEL, _label(strings("pid"), num=thread.pid))
+        labels = ProtoMessage()
+        if "thread" in label_set:
+            labels.message(_SAMPLE_LABEL, _label(strings("thread"), text=strings(thread.name)))
+        if "pid" in label_set:
+            labels.message(_SAMPLE_LABEL, _label(strings("pid"), num=thread.pid))
         for stack in stacks:
             weights = {
                 "samples": stack.samples,
@@ -212,7 +229,7 @@ def to_pprof(profile: SampleProfile, metric_set: Iterable[PprofMetric] | None = 
             values = [weights[m] for m in metrics]
             if not any(values):
                 continue
-            sample = _Message()
+            sample = ProtoMessage()
             ids = [location_of_frame[i] or location(i) for i in reversed(stack.frames)]
             sample.raw(_SAMPLE_LOCATION_ID, b"".join(ids))
             sample.packed(_SAMPLE_VALUE, values)
@@ -223,7 +240,7 @@ def to_pprof(profile: SampleProfile, metric_set: Iterable[PprofMetric] | None = 
     # does not try to symbolize addresses.
     out.message(
         _PROFILE_MAPPING,
-        _Message()
+        ProtoMessage()
         .scalar(_MAPPING_ID, 1)
         .scalar(_MAPPING_FILENAME, strings("python"))
         .scalar(_MAPPING_HAS_FUNCTIONS, 1)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .capture import SAMPLE_IDLE, Capture, Progress
+from .capture import SAMPLE_IDLE, Capture, CaptureStream, Progress
 from .errors import LeadlineError
 from .profile_model import Frame, Metric, SampleProfile, Stack, Thread
 
@@ -26,7 +26,7 @@ def _is_wrapper(file: str, package_dir: str) -> bool:
     return bool(package_dir and file.startswith(package_dir)) or file.endswith(_RUNPY)
 
 
-def load_profile(cap: Capture, progress: Progress | None = None) -> SampleProfile:
+def load_profile(cap: Capture | CaptureStream, progress: Progress | None = None) -> SampleProfile:
     if cap.meta.get("mode") != "sample":
         raise LeadlineError(
             f"{cap.path}: a {cap.meta.get('mode', 'unknown')} capture, not a sampling one "

@@ -239,6 +239,10 @@ class Recorder:
     def _end_fields(self, counters: dict[str, Any]) -> dict[str, Any]:
         return {}
 
+    def _open_output(self) -> int:
+        """The descriptor the native recorder writes the capture to."""
+        return open_capture(self.path)
+
     def _before_fork(self) -> None:
         pass
 
@@ -252,7 +256,7 @@ class Recorder:
     def _start(self) -> None:
         if self._native is not None:
             raise LeadlineError(f"this {self.mode} is already running")
-        fd = open_capture(self.path)
+        fd = self._open_output()
         meta = capture_meta(self.mode, self.argv, self._options())
         self._thread_names = _thread_names()  # before the hooks, so that it is not traced
         self._thread_tids = _thread_tids()

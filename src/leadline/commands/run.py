@@ -6,12 +6,18 @@ stacks of all its threads (and with --subprocesses of its child processes) witho
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from .. import runner
+from ..agent import Agent, AgentConfig
+from ..agent import register as register_agent
+from ..errors import LeadlineError
 from ..profiler import ProfileOptions, Profiler, ProfileResult
+from ..pyroscope import parse_labels
 from ..render import RenderOptions, get_renderer
 from ..tracer import default_output
 from ._common import render_capture, run_recorded
@@ -89,12 +95,80 @@ def register(sub: Any) -> None:
         "native thread that never takes the GIL; writes a capture for `leadline report`.",
     )
     add_sampling_arguments(p)
+    fleet = p.add_argument_group(
+        "fleet", "push profiles to Grafana Pyroscope instead of writing a capture (docs/fleet.md)"
+    )
+    fleet.add_argument(
+        "--push",
+        metavar="URL",
+        help="Pyroscope's URL (http://host:4040): sample continuously in CPU mode and push a "
+        "profile every --push-interval seconds; Python child processes push too",
+    )
+    fleet.add_argument("--service", help="the service_name label (default: the program's name)")
+    fleet.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a label on every profile (repeatable), e.g. --label version=2 --label env=prod",
+    )
+    fleet.add_argument(
+        "--push-interval", type=float, metavar="S", help="seconds per profile (default 10)"
+    )
+    fleet.add_argument(
+        "--thread-labels", action="store_true", help="label every sample with its thread's name"
+    )
+    fleet.add_argument("--spool", metavar="DIR", help="where undelivered profiles wait")
     add_target_arguments(p)
     p.set_defaults(func=run)
 
 
+def push_config(args: argparse.Namespace, target: runner.Target) -> AgentConfig:
+    """The command line's settings over the LEADLINE_* environment's (docs/fleet.md)."""
+    base = AgentConfig.from_env({**os.environ, "LEADLINE_PUSH": args.push})
+    assert base is not None
+    service = (
+        args.service
+        or os.environ.get("LEADLINE_SERVICE", "").strip()
+        or os.path.splitext(os.path.basename(target.argv0))[0]
+        or "python"
+    )
+    return dataclasses.replace(
+        base,
+        service=service,
+        labels={**base.labels, **parse_labels(",".join(args.label))},
+        interval_s=args.push_interval if args.push_interval is not None else base.interval_s,
+        rate_hz=args.rate,
+        memory=args.memory or base.memory,
+        thread_labels=args.thread_labels or base.thread_labels,
+        spool_dir=Path(args.spool) if args.spool else base.spool_dir,
+    )
+
+
+def run_pushing(args: argparse.Namespace, target: runner.Target) -> int:
+    if args.output:
+        raise LeadlineError("--push sends profiles to Pyroscope; it writes no capture (-o)")
+    config = push_config(args, target)
+    config.validate()
+    os.environ.update(config.to_env())  # Python child processes start an agent of their own
+    agent = Agent(config)
+    register_agent(agent)
+    status, _ = run_recorded(target, agent)
+    if os.getpid() == agent.pid and not args.quiet:
+        st = agent.stats()
+        print(
+            f"leadline: {st['samples']:,} samples in {st['periods']} periods; "
+            f"{st['delivered']} profiles pushed to {agent.endpoint.shown} "
+            f"({st['delivered_bytes']:,} bytes), {st['spooled']} spooled, {st['dropped']} dropped",
+            file=sys.stderr,
+        )
+    return status
+
+
 def run(args: argparse.Namespace) -> int:
     target = runner.parse_target(args.program, args.module, args.code)
+    if args.push:
+        return run_pushing(args, target)
     output = args.output or default_output(target.argv0, "sample")
     profiler = Profiler(output, options_from(args), argv=target.argv)
     status, result = run_recorded(target, profiler)

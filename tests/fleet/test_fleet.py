@@ -1,0 +1,279 @@
+"""The fleet path end to end against a real Grafana Pyroscope server: a real program pushes
+through `leadline run --push`, the profiles are read back through the server's query API; an
+outage loses nothing; a wrong token is reported; a fleet diff names the slowed function."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from fleetlib import AuthProxy, connect_json
+from pyroscope_server import PyroscopeServer
+
+from leadline.import_formats import read_pprof
+from leadline.pyroscope import parse_fleet_url, select_merge_profile
+
+PROGRAM = """
+    import os, time
+    SLOW = int(os.environ.get("SLOW", "1"))
+    SECONDS = float(os.environ.get("SECONDS", "4"))
+
+    def slow_part(n):
+        s = 0
+        for i in range(n * SLOW):
+            s += i * i
+        return s
+
+    def fast_part(n):
+        s = 0
+        for i in range(n):
+            s += i
+        return s
+
+    t = time.time()
+    while time.time() - t < SECONDS:
+        slow_part(10000)
+        fast_part(20000)
+    print("done")
+"""
+
+
+def program(tmp_path: Path) -> Path:
+    path = tmp_path / "svc.py"
+    path.write_text(textwrap.dedent(PROGRAM))
+    return path
+
+
+def push_cmd(url: str, service: str, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "leadline", "run", "--push", url, "--push-interval", "1",
+        "--service", service, *extra, "svc.py",
+    ]  # fmt: skip
+
+
+def env_with(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEADLINE_")}
+    env.update({"LEADLINE_SPOOL": str(tmp_path / "spool"), "NO_COLOR": "1", **extra})
+    return env
+
+
+SUMMARY = re.compile(
+    r"leadline: ([\d,]+) samples in (\d+) periods; (\d+) profiles pushed to \S+ "
+    r"\(([\d,]+) bytes\), (\d+) spooled, (\d+) dropped"
+)
+
+
+def summary(stderr: str) -> dict[str, int]:
+    m = SUMMARY.search(stderr)
+    assert m, stderr
+    keys = ("samples", "periods", "pushed", "bytes", "spooled", "dropped")
+    return {k: int(v.replace(",", "")) for k, v in zip(keys, m.groups(), strict=True)}
+
+
+def fleet(server: PyroscopeServer, service: str, query: str = "", ptype: str = "samples") -> Any:
+    """The merged profile of a service over the last 10 minutes, read by leadline's importer."""
+    host = server.url.split("://", 1)[1]
+    q = parse_fleet_url(f"pyroscope://{host}/{service}?from=now-10m&type={ptype}{query}")
+    return read_pprof(q.shown, select_merge_profile(q))
+
+
+def self_weights(prof: Any) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for frames, w in prof.stacks:
+        if frames:
+            out[frames[-1].name] = out.get(frames[-1].name, 0.0) + w
+    return out
+
+
+def total(prof: Any) -> int:
+    return round(sum(w for _, w in prof.stacks))
+
+
+def label_values(server: PyroscopeServer, name: str, service: str) -> list[str]:
+    now = int(time.time() * 1000)
+    body = {
+        "name": name,
+        "matchers": [f'{{service_name="{service}"}}'],
+        "start": str(now - 600_000),
+        "end": str(now + 60_000),
+    }
+    return list(connect_json(server.url, "LabelValues", body).get("names", []))
+
+
+def test_push_and_read_back(server: PyroscopeServer, tmp_path: Path) -> None:
+    program(tmp_path)
+    r = subprocess.run(
+        push_cmd(server.url, "fleet-e2e", "--label", "version=1", "--thread-labels"),
+        cwd=tmp_path,
+        env=env_with(tmp_path, SECONDS="4", SLOW="3"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "done\n"
+    s = summary(r.stderr)
+    assert s["pushed"] >= 3 and s["spooled"] == 0 and s["dropped"] == 0, s
+    assert s["samples"] >= 250  # 4 s of CPU at 100 Hz, less what a busy machine delays
+
+    prof = fleet(server, "fleet-e2e")
+    assert total(prof) == s["samples"]  # every sample pushed is in the server
+    top = sorted(self_weights(prof).items(), key=lambda kv: -kv[1])
+    assert [name for name, _ in top[:2]] == ["slow_part", "fast_part"], top[:5]
+    assert top[0][1] > 1.2 * top[1][1]  # 30000 squares against 20000 sums
+
+    cpu = fleet(server, "fleet-e2e", ptype="cpu")
+    assert cpu.unit == "nanoseconds" and cpu.sample_type == "cpu"
+    assert 2.5e9 < sum(w for _, w in cpu.stacks) < 6e9  # about 4 s of CPU
+
+    assert label_values(server, "version", "fleet-e2e") == ["1"]
+    assert label_values(server, "host", "fleet-e2e") == [socket.gethostname()]
+    assert "MainThread" in label_values(server, "thread", "fleet-e2e")
+    assert label_values(server, "__name__", "fleet-e2e") == ["process_cpu"]
+    types = connect_json(server.url, "ProfileTypes", {})
+    ids = {t["ID"] for t in types.get("profileTypes", [])}
+    assert "process_cpu:cpu:nanoseconds:cpu:nanoseconds" in ids
+
+
+def test_outage_loses_nothing(server: PyroscopeServer, tmp_path: Path) -> None:
+    """The server goes away mid-run and comes back: every profile arrives, in order, and the
+    program runs as if nothing happened."""
+    program(tmp_path)
+    proc = subprocess.Popen(
+        push_cmd(server.url, "fleet-outage"),
+        cwd=tmp_path,
+        env=env_with(tmp_path, SECONDS="32", LEADLINE_PUSH_BACKOFF_MAX="2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(4)
+    server.stop()  # down (its own data flushed, as any server's on shutdown)
+    time.sleep(4)
+    server.start()  # about 17 s until it is ready again
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out == "done\n"
+    assert "cannot push profiles to" in err and "spooling them and retrying" in err
+    assert "is reachable again; delivering" in err
+    s = summary(err)
+    assert s["spooled"] == 0 and s["dropped"] == 0, err
+    assert s["pushed"] >= 25, s
+    assert total(fleet(server, "fleet-outage")) == s["samples"]
+    assert not list((tmp_path / "spool").iterdir())
+
+
+def test_spooled_profiles_are_delivered_by_the_next_run(
+    server: PyroscopeServer, tmp_path: Path
+) -> None:
+    """The program ends while the server is down: its profiles wait on disk, and the next
+    process of the service delivers them first."""
+    program(tmp_path)
+    env = env_with(tmp_path, SECONDS="3", LEADLINE_PUSH_FLUSH="0.5")
+    server.stop()
+    try:
+        first = subprocess.run(
+            push_cmd(server.url, "fleet-spool"), cwd=tmp_path, env=env, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        server.start()
+    assert first.returncode == 0 and first.stdout == "done\n", first.stderr
+    s1 = summary(first.stderr)
+    assert s1["pushed"] == 0 and s1["spooled"] >= 2 and s1["dropped"] == 0, s1
+    waiting = sorted(p.name for p in (tmp_path / "spool").iterdir())
+    assert len(waiting) == s1["spooled"] and all(n.endswith(".upload") for n in waiting)
+
+    second = subprocess.run(
+        push_cmd(server.url, "fleet-spool"), cwd=tmp_path, env={**env, "SECONDS": "1"},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    s2 = summary(second.stderr)
+    assert s2["pushed"] >= s1["spooled"] + 1 and s2["spooled"] == 0, s2
+    assert total(fleet(server, "fleet-spool")) == s1["samples"] + s2["samples"]
+
+
+def test_token_over_tls(server: PyroscopeServer, tmp_path: Path) -> None:
+    """Behind an authenticating HTTPS proxy: a wrong token is reported once, clearly, without
+    printing it, and nothing is lost; the right token (from a file) delivers everything."""
+    program(tmp_path)
+    proxy = AuthProxy(server.url, "right-token-1234", tmp_path)
+    try:
+        env = env_with(
+            tmp_path, SECONDS="3", LEADLINE_PUSH_FLUSH="0.5", LEADLINE_PUSH_CA=str(proxy.cert)
+        )
+        wrong = subprocess.run(
+            push_cmd(proxy.url, "fleet-auth"), cwd=tmp_path,
+            env={**env, "LEADLINE_PUSH_TOKEN": "wrong-token-5678"},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert wrong.returncode == 0 and wrong.stdout == "done\n", wrong.stderr
+        assert wrong.stderr.count("refused the credentials (HTTP 401") == 1, wrong.stderr
+        assert "LEADLINE_PUSH_TOKEN" in wrong.stderr
+        assert "wrong-token" not in wrong.stderr
+        s1 = summary(wrong.stderr)
+        assert s1["pushed"] == 0 and s1["spooled"] >= 2 and s1["dropped"] == 0, s1
+        assert proxy.seen["refused"] >= 1 and proxy.seen["authorized"] == 0
+
+        token_file = tmp_path / "token"
+        token_file.write_text("right-token-1234\n")
+        right = subprocess.run(
+            push_cmd(proxy.url, "fleet-auth"), cwd=tmp_path,
+            env={**env, "SECONDS": "1", "LEADLINE_PUSH_TOKEN_FILE": str(token_file)},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert right.returncode == 0, right.stderr
+        assert "right-token" not in right.stderr
+        s2 = summary(right.stderr)
+        assert s2["pushed"] >= s1["spooled"] + 1 and s2["spooled"] == 0, s2
+    finally:
+        proxy.close()
+    assert total(fleet(server, "fleet-auth")) == s1["samples"] + s2["samples"]
+
+
+def test_fleet_diff_names_the_slowed_function(server: PyroscopeServer, tmp_path: Path) -> None:
+    program(tmp_path)
+    for version, slow in (("1", "1"), ("2", "5")):
+        r = subprocess.run(
+            push_cmd(server.url, "fleet-diff", "--label", f"version={version}"),
+            cwd=tmp_path, env=env_with(tmp_path, SECONDS="4", SLOW=slow),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+    host = server.url.split("://", 1)[1]
+    base = f"pyroscope://{host}/fleet-diff?version=1&from=now-10m"
+    new = f"pyroscope://{host}/fleet-diff?version=2&from=now-10m"
+    r = subprocess.run(
+        [sys.executable, "-m", "leadline", "diff", base, new, "--json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["base"]["kind"] == "pyroscope" and doc["base"]["measure"] == "cpu"
+    first = doc["functions"][0]
+    assert first["name"] == "slow_part" and first["rank"] == 1, doc["functions"][:3]
+    assert first["sig_self"] == 1 and doc["summary"]["grew"] >= 1
+    assert first["new_self"] > 1.5 * first["base_self"]  # about a third of the time -> 3/4
+
+    # Bad fleet input: one line, status 2.
+    for bad, why in (
+        (f"pyroscope://{host}/fleet-diff?version=9&from=now-10m", "no profiles"),
+        (f"pyroscope://{host}/?from=now-10m", "expected pyroscope://HOST:PORT/SERVICE"),
+        (f"pyroscope://{host}/fleet-diff?from=yesterday", "bad time"),
+        ("pyroscope://127.0.0.1:9/fleet-diff", "the query failed"),
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "leadline", "diff", bad, new],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert r.returncode == 2, (bad, r.stderr)
+        assert why in r.stderr and len(r.stderr.strip().splitlines()) == 1, (bad, r.stderr)
