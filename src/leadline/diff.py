@@ -157,13 +157,22 @@ def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
     stacks = _merge(
         (tuple(func_of[i] for i in s.frames), float(w)) for s, w in selected(p, idle, "samples")
     )
+    seconds = 1.0 / p.rate_hz if p.rate_hz > 0 else None
+    if p.mode == "cpu":
+        # A sample stands for the CPU time its thread used since the one before, which the
+        # sampler measured: on a busy machine its ticks come late and fewer, but the CPU time
+        # the samples cover stays right.  Costs per unit of work use that time.
+        n = sum(w for _, w in stacks)
+        cpu_ns = sum(w for _, w in selected(p, idle, "cpu"))
+        if n > 0 and cpu_ns > 0:
+            seconds = cpu_ns * 1e-9 / n
     side = Side(
         path=path,
         kind="sample",
         measure=p.mode,
         unit="samples",
         quantum=1.0,
-        seconds=1.0 / p.rate_hz if p.rate_hz > 0 else None,
+        seconds=seconds,
         funcs=intern.funcs,
         stacks=stacks,
         meta=dict(p.meta),
