@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := $(shell find src -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.pyi' -o -name '*.js' -o -name '*.css' -o -name '*.pth') setup.py pyproject.toml
 
-.PHONY: all venv build demo test test-fleet lint bench bench-sampling valgrind clean
+.PHONY: all venv build demo test test-fleet lint bench bench-sampling bench-agent bench-marks valgrind clean
 
 all: build
 
@@ -58,6 +58,15 @@ bench: build
 # Sampling: leadline run against py-spy, overhead on calls and las, accuracy on split.
 bench-sampling: build
 	$(BIN)/python bench/sampling.py $(BENCH_ARGS)
+
+# The fleet agent against a real local Pyroscope server: the program alone, pushing, spooling.
+bench-agent: build
+	@sh tools/build_pyroscope.sh >/dev/null
+	$(BIN)/python bench/agent.py --rounds 7
+
+# leadline.mark() disabled and enabled against logging.debug disabled and a no-op function.
+bench-marks: build
+	$(BIN)/python bench/marks.py
 
 clean:
 	rm -rf build .venv .venv-* demo-output src/*.egg-info

@@ -83,6 +83,80 @@ def test_delivery_spools_when_nothing_answers(tmp_path: Path) -> None:
     assert "tok-secret" not in warnings[0] and "pw" not in warnings[0]
 
 
+class _Ingest:
+    """A local HTTP server that answers POSTs with the statuses given, then 200, and records
+    the `name` of each profile it accepted."""
+
+    def __init__(self, answers: list[tuple[int, bytes]]) -> None:
+        import http.server
+        import threading
+        import urllib.parse
+
+        self.answers = list(answers)
+        self.accepted: list[str] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                status, body = outer.answers.pop(0) if outer.answers else (200, b"")
+                if status == 200:
+                    query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+                    outer.accepted.append(query["name"][0])
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(
+    "status, body, kept",
+    [
+        # Pyroscope just restarted: its distributor has no ingesters in the ring yet.
+        (422, b'{"code":"unknown","message":"pushing IngestInput-pprof failed: empty ring"}', 1),
+        (429, b"slow down", 1),
+        (503, b"unavailable", 1),
+        (400, b"malformed profile", 0),  # the profile itself was refused: dropped
+    ],
+)
+def test_delivery_retries_a_server_that_is_not_ready(
+    tmp_path: Path, status: int, body: bytes, kept: int
+) -> None:
+    server = _Ingest([(status, body)] * (2 if kept else 1))  # refused twice, or once
+    warnings: list[str] = []
+    d = Delivery(
+        Endpoint(server.url), tmp_path / "spool", warn=warnings.append, backoff_s=(0.05, 0.1)
+    )
+    try:
+        for i in range(3):
+            d.submit(upload(i))
+        deadline = time.monotonic() + 10
+        while len(server.accepted) < 2 + kept and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stats = d.close(2.0)
+    finally:
+        server.close()
+    names = [f"svc{{n={i}}}" for i in range(3)]
+    assert server.accepted == (names if kept else names[1:])  # in order, nothing else lost
+    assert (stats.delivered, stats.spooled, stats.dropped) == (2 + kept, 0, 1 - kept)
+    assert len(warnings) == (2 if kept else 1), warnings
+    if kept:
+        assert "spooling them and retrying" in warnings[0] and "reachable again" in warnings[1]
+    else:
+        assert "refused a profile (HTTP 400" in warnings[0] and "dropped" in warnings[0]
+
+
 def test_safe_url_hides_credentials() -> None:
     assert (
         safe_url("https://me:secret@host.example:4040/p/?token=x") == "https://host.example:4040/p"

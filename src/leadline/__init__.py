@@ -16,11 +16,26 @@ leadline.start_agent("http://pyroscope:4040", service="api", labels={"version": 
 
 __version__ = "0.1.0"
 
-from .agent import start_agent, stop_agent
+from typing import TYPE_CHECKING, Any
+
 from .errors import LeadlineError
 from .marks import MarkHandler, mark, span
 from .profiler import ProfileOptions, Profiler, ProfileResult, profile
 from .tracer import TraceOptions, Tracer, TraceResult, trace, traced
+
+if TYPE_CHECKING:
+    from .agent import start_agent, stop_agent
+
+
+def __getattr__(name: str) -> Any:
+    # The agent brings HTTP, TLS and pprof encoding: loaded on first use, not by `import leadline`
+    # (which a program using only mark() pays at start-up).
+    if name in ("start_agent", "stop_agent"):
+        from . import agent
+
+        return getattr(agent, name)
+    raise AttributeError(f"module 'leadline' has no attribute {name!r}")
+
 
 __all__ = [
     "LeadlineError",

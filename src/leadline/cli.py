@@ -7,8 +7,7 @@ import argparse
 import sys
 from typing import NoReturn
 
-from . import __version__
-from .commands import COMMANDS
+from . import __version__, commands
 from .errors import LeadlineError
 
 
@@ -19,18 +18,22 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"leadline: error: {message} (see '{self.prog} --help')\n")
 
 
-def build_parser() -> Parser:
+def build_parser(only: str | None = None) -> Parser:
+    """The parser, with every command, or with `only` that one (what `main` uses when the
+    command line names it: the other commands' modules are not imported)."""
     parser = Parser(prog="leadline", description="Where a Python program's time and memory go.")
     parser.add_argument("--version", action="version", version=f"leadline {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for module in COMMANDS:
+    for module in commands.load((only,) if only else commands.NAMES):
         module.register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_in = sys.argv[1:] if argv is None else argv
+    first = args_in[0] if args_in else None
+    parser = build_parser(first if first in commands.NAMES else None)
+    args = parser.parse_args(args_in)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2

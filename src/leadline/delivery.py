@@ -2,10 +2,11 @@
 
 The agent (:mod:`leadline.agent`) hands each finished profile to :meth:`Delivery.submit`, which
 never blocks and never raises.  A background thread POSTs profiles in the order they were made
-to Pyroscope's ``/ingest``.  When the server cannot be reached, times out or answers 5xx (or 429),
-profiles go to a spool directory on disk, bounded by a size cap, and are retried with
-exponential backoff and full jitter until the server is back; then the spool is delivered oldest
-first before anything newer.  Nothing within the cap is lost; beyond it the oldest profiles are
+to Pyroscope's ``/ingest``.  When the server cannot be reached, times out, answers 5xx or 429,
+or says it is not ready (a Pyroscope that is starting answers 422 "empty ring"), profiles go to
+a spool directory on disk, bounded by a size cap, and are retried with exponential backoff and
+full jitter until the server is back; then the spool is delivered oldest first before anything
+newer.  Nothing within the cap is lost; beyond it the oldest profiles are
 dropped and counted.  At exit, whatever could not be sent within a short deadline stays in the
 spool, and the next agent that uses the same spool directory delivers it.
 
@@ -27,6 +28,7 @@ import json
 import os
 import queue
 import random
+import re
 import socket
 import ssl
 import sys
@@ -106,7 +108,18 @@ class HTTPFailure(Exception):
 
     @property
     def retryable(self) -> bool:
-        return self.status == 0 or self.status >= 500 or self.status in (401, 403, 408, 429)
+        """Worth sending again later: no answer, a server error, credentials (which may be
+        fixed), too early or too many, or a server that is still starting.  Other 4xx answers
+        mean the profile itself was refused."""
+        if self.status == 0 or self.status >= 500 or self.status in (401, 403, 408, 425, 429):
+            return True
+        return bool(_NOT_READY.search(self.reason))
+
+
+# What a Pyroscope (or another Cortex-style) distributor says with a 4xx status while its
+# ingesters are still joining the ring after a start: "empty ring", "too many unhealthy
+# instances in the ring".  The profile was fine; the server was not ready for it.
+_NOT_READY = re.compile(r"\bempty ring\b|unhealthy instances|\bin the ring\b|not ready", re.I)
 
 
 def request(

@@ -1,5 +1,14 @@
-"""One module per subcommand; the CLI is built from this list."""
+"""One module per subcommand; the CLI is built from these.  A command's module is imported only
+when that command runs (or for the full help), so each command starts without the others'
+dependencies."""
 
-from . import attach, diff, export, log, overhead, probe, report, run, sweep, trace
+from __future__ import annotations
 
-COMMANDS = [trace, run, attach, probe, sweep, overhead, report, diff, log, export]
+import importlib
+from types import ModuleType
+
+NAMES = ("trace", "run", "attach", "probe", "sweep", "overhead", "report", "diff", "log", "export")
+
+
+def load(names: tuple[str, ...] = NAMES) -> list[ModuleType]:
+    return [importlib.import_module(f"{__name__}.{name}") for name in names]

@@ -10,18 +10,18 @@ import dataclasses
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import runner
-from ..agent import Agent, AgentConfig
-from ..agent import register as register_agent
 from ..errors import LeadlineError
 from ..profiler import ProfileOptions, Profiler, ProfileResult
-from ..pyroscope import parse_labels
 from ..render import RenderOptions, get_renderer
 from ..tracer import default_output
 from ._common import render_capture, run_recorded
 from .trace import add_target_arguments
+
+if TYPE_CHECKING:
+    from ..agent import AgentConfig
 
 
 def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
@@ -125,6 +125,9 @@ def register(sub: Any) -> None:
 
 def push_config(args: argparse.Namespace, target: runner.Target) -> AgentConfig:
     """The command line's settings over the LEADLINE_* environment's (docs/fleet.md)."""
+    from ..agent import AgentConfig  # the fleet path's modules load only when it is used
+    from ..pyroscope import parse_labels
+
     base = AgentConfig.from_env({**os.environ, "LEADLINE_PUSH": args.push})
     assert base is not None
     service = (
@@ -148,6 +151,9 @@ def push_config(args: argparse.Namespace, target: runner.Target) -> AgentConfig:
 def run_pushing(args: argparse.Namespace, target: runner.Target) -> int:
     if args.output:
         raise LeadlineError("--push sends profiles to Pyroscope; it writes no capture (-o)")
+    from ..agent import Agent
+    from ..agent import register as register_agent
+
     config = push_config(args, target)
     config.validate()
     os.environ.update(config.to_env())  # Python child processes start an agent of their own
