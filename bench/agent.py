@@ -9,7 +9,10 @@ are measured; the table gives medians and the median of each round's ratio to it
 After the runs, each agent run's profiles are read back from the server (``SelectMergeProfile``
 with the run's own label), so the table also says that what was measured was delivered.
 
-    python bench/agent.py [--python PATH] [--rounds 7] [--quick] [--name agent]
+    python bench/agent.py [--python PATH] [--rounds 7] [--scale X] [--quick] [--name agent]
+
+`--scale` multiplies the workload's work (about 4 s at 1): the agent's start-up (importing its
+modules, about 0.1 s of CPU) is a fixed cost that a longer run amortises.
 
 The server is built once by tools/build_pyroscope.sh (cached outside the repository) and started
 by tools/pyroscope_server.py.
@@ -109,11 +112,14 @@ def markdown(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    common.add_common_arguments(parser, rounds=7, timeout=600, name_help="agent")
+    common.add_common_arguments(parser, rounds=7, timeout=600, name_help="agent[-scaleN]")
+    parser.add_argument(
+        "--scale", type=float, help="calls.py --scale: more work amortises the start-up"
+    )
     args = parser.parse_args(argv)
     session = common.Session.start(parser, args, argv or sys.argv[1:], PACKAGES)
     python, work = session.python, session.work
-    sizes = common.Sizes(0.2, 10, 10) if args.quick else common.Sizes(None, 50, None)
+    sizes = common.Sizes(0.2 if args.quick else args.scale, 10, 50)
     workload = common.make_workloads(python, work, sizes)["calls"]
     missing = common.ensure_requirements(python, workload.needs, not args.no_setup, "agent.py")
     if missing:
@@ -180,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(session.report)
     print(text)
     if not args.no_save:
-        session.save(args.name or ("agent-quick" if args.quick else "agent"), markdown)
+        name = "agent" + ("-quick" if args.quick else f"-scale{args.scale:g}" if args.scale else "")
+        session.save(args.name or name, markdown)
     return 0
 
 

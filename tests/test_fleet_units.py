@@ -70,12 +70,14 @@ def test_delivery_spools_when_nothing_answers(tmp_path: Path) -> None:
         Endpoint("http://user:pw@127.0.0.1:1", token="tok-secret", timeout_s=2.0),
         tmp_path / "spool",
         warn=warnings.append,
-        backoff_s=(0.1, 0.2),
+        backoff_s=(5.0, 10.0),  # the next retry would be 2.5 to 5 s away
     )
     for i in range(3):
         d.submit(upload(i))
     time.sleep(0.5)
-    stats = d.close(0.3)
+    t0 = time.monotonic()
+    stats = d.close(10.0)
+    assert time.monotonic() - t0 < 1.0  # known to be down: spooled at once, no waiting
     assert (stats.delivered, stats.spooled, stats.dropped) == (0, 3, 0)
     assert stats.failures >= 1
     assert len(list((tmp_path / "spool").glob("*.upload"))) == 3

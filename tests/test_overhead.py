@@ -65,6 +65,21 @@ def test_overhead_text_table(tmp_path: Path) -> None:
     assert [ln.split()[0] for ln in lines[2:4]] == ["baseline", "trace"]
 
 
+@pytest.mark.parametrize("how", [["-c", "import loop"], ["-m", "loop"]])
+def test_overhead_of_a_module_or_code(tmp_path: Path, how: list[str]) -> None:
+    write(tmp_path, "loop.py", LOOP)
+    r = leadline(
+        "overhead", "--rounds", "1", "--modes", "trace,probe", "--count", "calls=loop:f",
+        "--json", *how, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["notes"] == []
+    rows = {row["mode"]: row for row in doc["modes"]}
+    assert rows["trace"]["failed_runs"] == 0 and rows["trace"]["events"] >= 60000
+    assert rows["probe"]["events"] == 30000
+
+
 def _mr(name: str, walls: list[float], events: int) -> ModeRuns:
     mode = next(m for m in MODES if m.name == name)
     runs = [Measured(ChildResult(w, w * 0.9, 1000, 0), events, 100) for w in walls]

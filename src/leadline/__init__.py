@@ -19,21 +19,26 @@ __version__ = "0.1.0"
 from typing import TYPE_CHECKING, Any
 
 from .errors import LeadlineError
-from .marks import MarkHandler, mark, span
+from .marks import mark, span
 from .profiler import ProfileOptions, Profiler, ProfileResult, profile
 from .tracer import TraceOptions, Tracer, TraceResult, trace, traced
 
 if TYPE_CHECKING:
     from .agent import start_agent, stop_agent
+    from .mark_handler import MarkHandler
 
 
 def __getattr__(name: str) -> Any:
     # The agent brings HTTP, TLS and pprof encoding: loaded on first use, not by `import leadline`
-    # (which a program using only mark() pays at start-up).
+    # (which every profiled program pays at start-up).
     if name in ("start_agent", "stop_agent"):
         from . import agent
 
         return getattr(agent, name)
+    if name == "MarkHandler":  # brings `logging`
+        from .mark_handler import MarkHandler
+
+        return MarkHandler
     raise AttributeError(f"module 'leadline' has no attribute {name!r}")
 
 

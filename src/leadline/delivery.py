@@ -317,7 +317,8 @@ class Delivery:
         self._wake.set()
 
     def close(self, deadline_s: float = 3.0) -> DeliveryStats:
-        """Deliver what can be within `deadline_s`, spool the rest, stop the thread."""
+        """Deliver what can be within `deadline_s`, spool the rest, stop the thread.  When the
+        server is already known to be down, everything is spooled at once, without waiting."""
         self._deadline = time.monotonic() + deadline_s
         self._stopping = True
         self._wake.set()
@@ -357,10 +358,9 @@ class Delivery:
                     new = self._next_new()
                 self._sync_stats()
             if waiting:
-                wait = self._retry_at - now
                 if self._stopping:
-                    wait = min(wait, self._deadline - now)
-                self._wake.wait(max(wait, 0.0))
+                    return  # the server is down: the program does not wait for it at exit
+                self._wake.wait(max(self._retry_at - now, 0.0))
                 self._wake.clear()
                 continue
             head = self.spool.oldest()

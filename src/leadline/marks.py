@@ -9,12 +9,14 @@ file:line in the capture (the MARKS chunk, docs/format.md).
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from . import _native
+
+if TYPE_CHECKING:
+    from .mark_handler import MarkHandler as MarkHandler
 
 mark = _native.mark
 marks_active = _native.marks_active
@@ -57,22 +59,10 @@ def span(name: str | None = None, **fields: Any) -> Callable[[Callable[P, R]], C
     return wrap
 
 
-class MarkHandler(logging.Handler):
-    """A logging handler that records each log record as a mark named `log.LEVEL`, at the
-    record's own file:line, with the logger's name and the formatted message as fields.
-    `logging.getLogger().addHandler(leadline.MarkHandler())`."""
+def __getattr__(name: str) -> Any:
+    # The logging handler lives in its own module: `import leadline` does not load `logging`.
+    if name == "MarkHandler":
+        from .mark_handler import MarkHandler
 
-    def emit(self, record: logging.LogRecord) -> None:
-        if not _native.marks_active():
-            return
-        try:
-            message = record.getMessage()
-        except Exception:  # a bad format string must not break the program
-            message = str(record.msg)
-        _native.mark_at(
-            MARK,
-            f"log.{record.levelname.lower()}",
-            record.pathname,
-            record.lineno,
-            {"logger": record.name, "message": message},
-        )
+        return MarkHandler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

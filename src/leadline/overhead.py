@@ -76,7 +76,7 @@ def mode_command(mode: Mode, target: Target, out: Path, counts: list[str]) -> li
         *extra,
         "-o",
         str(out),
-        "--",
+        *(["--"] if target.kind == "script" else []),  # -m and -c take the rest themselves
         *target_argv(target),
     ]
 

@@ -13,11 +13,11 @@ from rich.table import Table
 
 from .. import runner
 from ..errors import LeadlineError
-from ..overhead import MODES, measure, summarise
+from ..overhead import MODES, measure, summarise, target_argv
 from ..render import RenderOptions
 from ..render.text import make_console
+from ._target import add_target_arguments
 from .probe import add_probe_arguments
-from .trace import add_target_arguments
 
 
 def register(sub: Any) -> None:
@@ -91,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     console = make_console(sys.stdout, RenderOptions())
     console.print(
-        f"leadline overhead of: {' '.join(target.argv)}  ({args.rounds} rounds, interleaved; "
+        f"leadline overhead of: {' '.join(target_argv(target))}  "
+        f"({args.rounds} rounds, interleaved; "
         f"Python {'.'.join(map(str, sys.version_info[:3]))})",
         markup=False,
     )

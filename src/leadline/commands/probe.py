@@ -12,10 +12,7 @@ from typing import Any
 from .. import runner
 from ..errors import LeadlineError
 from ..probe import ProbeRecorder, ProbeResult, Probes, parse_count, parse_ratio, write_json
-from ..render import RenderOptions
-from ..render.probe_text import print_probe_table
-from ..render.text import make_console
-from .trace import add_target_arguments
+from ._target import add_target_arguments
 
 ATTACH_NEEDS = (
     "--pid: counting in a running process needs code loaded into it, which CPython allows "
@@ -74,6 +71,10 @@ def _report(result: ProbeResult, args: argparse.Namespace) -> None:
         sys.stdout.flush()
         print(json.dumps(data, indent=1), flush=True)
     if not args.quiet:
+        from ..render import RenderOptions  # the table's modules load only to print it
+        from ..render.probe_text import print_probe_table
+        from ..render.text import make_console
+
         print_probe_table(data, make_console(sys.stderr, RenderOptions()))
 
 

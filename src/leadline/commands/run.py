@@ -18,7 +18,7 @@ from ..profiler import ProfileOptions, Profiler, ProfileResult
 from ..render import RenderOptions, get_renderer
 from ..tracer import default_output
 from ._common import render_capture, run_recorded
-from .trace import add_target_arguments
+from ._target import add_target_arguments
 
 if TYPE_CHECKING:
     from ..agent import AgentConfig

@@ -10,6 +10,7 @@ from typing import Any
 from .. import runner
 from ..tracer import TraceOptions, Tracer, default_output
 from ._common import run_recorded
+from ._target import add_target_arguments
 
 
 def _bytes(text: str) -> int:
@@ -21,30 +22,6 @@ def _bytes(text: str) -> int:
         return int(t)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r}") from None
-
-
-def add_target_arguments(p: argparse.ArgumentParser) -> None:
-    """The program to run, as `python` takes it; shared by every command that runs one."""
-    p.add_argument(
-        "-m",
-        dest="module",
-        nargs=argparse.REMAINDER,
-        metavar="MODULE ...",
-        help="run a library module as a script",
-    )
-    p.add_argument(
-        "-c",
-        dest="code",
-        nargs=argparse.REMAINDER,
-        metavar="CODE ...",
-        help="run a program passed in as a string",
-    )
-    p.add_argument(
-        "program",
-        nargs=argparse.REMAINDER,
-        metavar="script.py [args]",
-        help="the script and its arguments (a leading -- is allowed)",
-    )
 
 
 def register(sub: Any) -> None:

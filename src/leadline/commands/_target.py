@@ -1,0 +1,29 @@
+"""The program a command runs, given as `python` takes it (script, -m module, -c code)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_target_arguments(p: argparse.ArgumentParser) -> None:
+    """The program to run, as `python` takes it; shared by every command that runs one."""
+    p.add_argument(
+        "-m",
+        dest="module",
+        nargs=argparse.REMAINDER,
+        metavar="MODULE ...",
+        help="run a library module as a script",
+    )
+    p.add_argument(
+        "-c",
+        dest="code",
+        nargs=argparse.REMAINDER,
+        metavar="CODE ...",
+        help="run a program passed in as a string",
+    )
+    p.add_argument(
+        "program",
+        nargs=argparse.REMAINDER,
+        metavar="script.py [args]",
+        help="the script and its arguments (a leading -- is allowed)",
+    )
