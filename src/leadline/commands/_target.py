@@ -7,20 +7,11 @@ import argparse
 
 def add_target_arguments(p: argparse.ArgumentParser) -> None:
     """The program to run, as `python` takes it; shared by every command that runs one."""
-    p.add_argument(
-        "-m",
-        dest="module",
-        nargs=argparse.REMAINDER,
-        metavar="MODULE ...",
-        help="run a library module as a script",
-    )
-    p.add_argument(
-        "-c",
-        dest="code",
-        nargs=argparse.REMAINDER,
-        metavar="CODE ...",
-        help="run a program passed in as a string",
-    )
+    for flag, dest, metavar, what in (
+        ("-m", "module", "MODULE ...", "run a library module as a script"),
+        ("-c", "code", "CODE ...", "run a program passed in as a string"),
+    ):
+        p.add_argument(flag, dest=dest, nargs=argparse.REMAINDER, metavar=metavar, help=what)
     p.add_argument(
         "program",
         nargs=argparse.REMAINDER,
