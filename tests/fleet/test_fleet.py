@@ -277,3 +277,56 @@ def test_fleet_diff_names_the_slowed_function(server: PyroscopeServer, tmp_path:
         )  # fmt: skip
         assert r.returncode == 2, (bad, r.stderr)
         assert why in r.stderr and len(r.stderr.strip().splitlines()) == 1, (bad, r.stderr)
+
+
+WORKERS = """
+    import os, sys, time
+
+    keep = []
+
+    def grow():  # about 48 MB of touched pages, in steps, across a few push periods
+        for _ in range(48):
+            keep.append(b"x" * (1 << 20))
+            time.sleep(0.04)
+
+    def child_work():
+        t = time.time()
+        s = 0
+        while time.time() - t < 2.5:
+            for i in range(10000):
+                s += i
+        return s
+
+    grow()
+    pid = os.fork()
+    if pid == 0:  # a pre-fork server's worker: it gets an agent of its own
+        child_work()
+        sys.exit(0)
+    _, status = os.waitpid(pid, 0)
+    print("done", os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_memory_profile_and_a_forked_worker(server: PyroscopeServer, tmp_path: Path) -> None:
+    """--memory pushes an RSS-growth profile whose top is the function that grew; a forked
+    worker's samples reach the server through an agent of its own."""
+    (tmp_path / "svc.py").write_text(textwrap.dedent(WORKERS))
+    r = subprocess.run(
+        push_cmd(server.url, "fleet-mem", "--memory"), cwd=tmp_path,
+        env=env_with(tmp_path), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "done 0\n"
+    s = summary(r.stderr)
+    assert s["spooled"] == 0 and s["dropped"] == 0, s
+
+    mem = fleet(server, "fleet-mem", ptype="memory")
+    grown = self_weights(mem)
+    top = max(grown, key=lambda k: grown[k])
+    assert top == "grow", sorted(grown.items(), key=lambda kv: -kv[1])[:5]
+    assert 30e6 < grown["grow"] < 80e6  # 48 MB asked for, as resident pages
+
+    cpu = fleet(server, "fleet-mem")
+    child = self_weights(cpu).get("child_work", 0.0)
+    assert child >= 100, self_weights(cpu)  # 2.5 s of CPU at 100 Hz, in the worker only
+    assert label_values(server, "__name__", "fleet-mem") == ["process_cpu", "rss"]
