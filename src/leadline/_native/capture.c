@@ -3,6 +3,7 @@
 #include "leadline.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -100,8 +101,24 @@ static void recycle_locked(LLWriter *w, LLChunk *c) {
     }
 }
 
+/* pthread_join returns once the thread's kernel id is cleared, a moment before the kernel
+ * takes the thread out of the process's thread count.  A fork() in that moment, right after
+ * threads were joined for it, would still count the thread, and Python 3.12+ warns about
+ * forking a multi-threaded process.  So wait until /proc no longer lists it. */
+void ll_join(pthread_t t, const pid_t *tid) {
+    pthread_join(t, NULL);
+    if (*tid <= 0) return;
+    char path[48];
+    snprintf(path, sizeof path, "/proc/self/task/%d", (int)*tid);
+    for (int i = 0; i < 1000 && access(path, F_OK) == 0; i++) {
+        struct timespec ts = {0, 20000}; /* 20 us */
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void *writer_main(void *arg) {
     LLWriter *w = arg;
+    w->tid = ll_gettid();
     /* The file header is written here too, so that a full disk from the first byte on is
      * handled like one later: recording stops, the program runs on. */
     uint8_t h[16] = {'L', 'E', 'A', 'D', 'L', 'I', 'N', 'E', LL_FORMAT_MAJOR, 0, LL_FORMAT_MINOR, 0,
@@ -245,7 +262,7 @@ void ll_writer_pause(LLWriter *w) {
     w->stopping = 1;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
-    pthread_join(w->thread, NULL);
+    ll_join(w->thread, &w->tid);
     w->thread_started = 0;
     w->stopping = 0;
     w->paused = 1;
@@ -267,7 +284,7 @@ void ll_writer_close(LLWriter *w) {
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
     if (w->thread_started) {
-        pthread_join(w->thread, NULL);
+        ll_join(w->thread, &w->tid);
         w->thread_started = 0;
     }
     if (w->fd >= 0) {

@@ -12,6 +12,9 @@
 #include "compat.h"
 
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -135,9 +138,16 @@ typedef struct LLChunk {
     uint8_t data[];
 } LLChunk;
 
+/* The calling thread's kernel id. */
+static inline pid_t ll_gettid(void) { return (pid_t)syscall(SYS_gettid); }
+/* pthread_join(t), then wait (20 ms at most) until the kernel has taken the thread, whose
+ * kernel id the thread stored in *tid, out of the process; see capture.c. */
+void ll_join(pthread_t t, const pid_t *tid);
+
 typedef struct {
     int fd;
     pthread_t thread;
+    pid_t tid; /* the writer thread's kernel id, set by the thread */
     int thread_started;
     pthread_mutex_t mu; /* guards everything below */
     pthread_cond_t cv;
@@ -171,6 +181,7 @@ typedef struct {
     uint64_t rss_pages; /* published by the sampler; read with relaxed atomics */
     unsigned period_us;
     pthread_t thread;
+    pid_t tid; /* the sampler thread's kernel id, set by the thread */
     int running; /* atomic */
     int paused;
     LLChunk *timeline;

@@ -70,6 +70,7 @@ static void timeline_add(LLRss *r, uint64_t t, uint64_t rss) {
 
 static void *sampler_main(void *arg) {
     LLRss *r = arg;
+    r->tid = ll_gettid();
     struct timespec next;
     clock_gettime(CLOCK_MONOTONIC, &next);
     uint64_t last = UINT64_MAX;
@@ -117,7 +118,7 @@ int ll_rss_start(LLRss *r, LLWriter *w, unsigned period_us) {
 
 void ll_rss_pause(LLRss *r) {
     if (__atomic_exchange_n(&r->running, 0, __ATOMIC_ACQ_REL)) {
-        pthread_join(r->thread, NULL);
+        ll_join(r->thread, &r->tid);
         r->paused = 1;
     }
 }
@@ -132,7 +133,7 @@ int ll_rss_resume(LLRss *r) {
 }
 
 void ll_rss_stop(LLRss *r) {
-    if (__atomic_exchange_n(&r->running, 0, __ATOMIC_ACQ_REL)) pthread_join(r->thread, NULL);
+    if (__atomic_exchange_n(&r->running, 0, __ATOMIC_ACQ_REL)) ll_join(r->thread, &r->tid);
     if (r->statm_fd >= 0) {
         timeline_add(r, ll_ticks(), ll_rss_read_exact(r));
         close(r->statm_fd);

@@ -109,6 +109,7 @@ typedef struct {
     PyObject_HEAD
     LLWriter w;
     pthread_t thread;
+    pid_t tid;          /* the sampler thread's kernel id, set by the thread */
     pthread_mutex_t mu; /* guards stopping and the condition variable's wait */
     pthread_cond_t cv;
     int thread_started, stopping;
@@ -794,6 +795,7 @@ static uint64_t next_interval(Sampler *S) {
 
 static void *sampler_main(void *arg) {
     Sampler *S = arg;
+    S->tid = ll_gettid();
     pthread_setname_np(pthread_self(), "leadline-sampl"); /* for top -H, perf, gdb */
     uint64_t next = ll_monotonic_ns() + next_interval(S);
     pthread_mutex_lock(&S->mu);
@@ -847,7 +849,7 @@ static void stop_thread(Sampler *S) {
     S->stopping = 1;
     pthread_cond_signal(&S->cv);
     pthread_mutex_unlock(&S->mu);
-    pthread_join(S->thread, NULL);
+    ll_join(S->thread, &S->tid);
     S->thread_started = 0;
 }
 
