@@ -579,15 +579,28 @@ def test_churning_stacks_and_threads_at_5khz(tmp_path: Path) -> None:
             t.join()
     """
     r, data = run_profile(tmp_path, src, "--rate", "5000")
-    assert r.returncode == 0 and r.stdout == f"{300 * sum(i % 50 for i in range(60))}\n"
-    assert data["samples"] > 100
-    assert data["torn"] < 0.05 * (data["samples"] + data["torn"])
+    assert r.returncode == 0 and r.stdout == f"{300 * sum(i % 50 for i in range(60))}\n", r
+    counts = (data["samples"], data["torn"])
+    assert data["samples"] > 100, counts
+    # The running thread recurses 50 deep and back in microseconds, faster than a walk reads
+    # it (3.10 most: its frames are scattered over the heap), so some of its samples are torn;
+    # seen up to 9% of all on a busy 2-core host.
+    assert data["torn"] < 0.15 * (data["samples"] + data["torn"]), counts
     names = {f["name"] for f in data["functions"]}
     assert {"down", "gen", "churn"} <= names
     frames = data["frames"]
+    wrong: list[list[str]] = []
     for s in data["stacks"]:
         chain = [frames[i]["name"] for i in s["frames"]]
-        # A consistent stack: every `down` is called by `down` or `gen`.
-        for caller, callee in itertools.pairwise(chain):
-            if callee == "down":
-                assert caller in ("down", "gen"), chain
+        # A consistent stack: from the thread's first frame (the program's or the thread's
+        # bootstrap), every `down` called by `down` or `gen`, and at most 50 deep (torn reads
+        # once joined dead frames into stacks of 127 `down`s, or with nothing under them:
+        # 1-3% of samples on 3.10).  A stack read while it runs can still, very rarely, join
+        # two moments whose frames all check out (seen: 2 samples in 222,000).
+        if (
+            (chain and chain[0].rsplit(".", 1)[-1] not in ("<module>", "_bootstrap"))
+            or chain.count("down") > 50
+            or any(b == "down" and a not in ("down", "gen") for a, b in itertools.pairwise(chain))
+        ):
+            wrong += [chain] * s["samples"]
+    assert len(wrong) <= data["samples"] // 1000, wrong[:3]

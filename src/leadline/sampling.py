@@ -59,8 +59,9 @@ def load_profile(cap: Capture | CaptureStream, progress: Progress | None = None)
             if _is_wrapper(files[i], package_dir):
                 i += 1
                 cut = i if files[i - 1].startswith(package_dir) else cut
-            elif i + 1 < len(files) and files[i + 1].startswith(package_dir):
-                i += 1  # the `leadline` console script's <module>
+            elif i == 0 and len(files) > 1 and files[1].startswith(package_dir):
+                i += 1  # the `leadline` console script's <module> (not the program's, which
+                # can call into leadline too: its Thread.start wrapper)
             else:
                 break
         return cut

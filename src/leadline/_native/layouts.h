@@ -17,6 +17,9 @@ typedef struct {
     int frame_code;
     int frame_instr;
     int frame_size;
+    int frame_refcnt;
+    int frame_state;
+    int frame_gen;
     int frame_owner;
     int code_filename;
     int code_name;
@@ -37,32 +40,36 @@ static const LLLayout ll_layouts[] = {
     {.minor = 10, .runtime_interpreters_head = 32, .interp_next = 0, .interp_threads_head = 8,
       .tstate_next = 8, .tstate_thread_id = 176, .tstate_native_thread_id = -1,
       .tstate_frame = 24, .cframe_current_frame = -1, .frame_previous = 24, .frame_code = 32,
-      .frame_instr = 96, .frame_size = 360, .frame_owner = -1, .code_filename = 104,
-      .code_name = 112, .code_qualname = -1, .code_firstlineno = 40, .code_linetable = 120,
-      .code_adaptive = -1, .code_size = 176, .unicode_state = 32, .unicode_length = 16,
-      .unicode_ascii_size = 48, .unicode_compact_size = 72, .bytes_size = 16, .bytes_sval = 32},
+      .frame_instr = 96, .frame_size = 360, .frame_refcnt = 0, .frame_state = 108,
+      .frame_gen = 88, .frame_owner = -1, .code_filename = 104, .code_name = 112,
+      .code_qualname = -1, .code_firstlineno = 40, .code_linetable = 120, .code_adaptive = -1,
+      .code_size = 176, .unicode_state = 32, .unicode_length = 16, .unicode_ascii_size = 48,
+      .unicode_compact_size = 72, .bytes_size = 16, .bytes_sval = 32},
     {.minor = 11, .runtime_interpreters_head = 40, .interp_next = 0, .interp_threads_head = 16,
       .tstate_next = 8, .tstate_thread_id = 152, .tstate_native_thread_id = 160,
       .tstate_frame = 56, .cframe_current_frame = 8, .frame_previous = 48, .frame_code = 32,
-      .frame_instr = 56, .frame_size = 72, .frame_owner = 69, .code_filename = 112,
-      .code_name = 120, .code_qualname = 128, .code_firstlineno = 72, .code_linetable = 136,
-      .code_adaptive = 184, .code_size = 192, .unicode_state = 32, .unicode_length = 16,
-      .unicode_ascii_size = 48, .unicode_compact_size = 72, .bytes_size = 16, .bytes_sval = 32},
+      .frame_instr = 56, .frame_size = 72, .frame_refcnt = -1, .frame_state = -1,
+      .frame_gen = -1, .frame_owner = 69, .code_filename = 112, .code_name = 120,
+      .code_qualname = 128, .code_firstlineno = 72, .code_linetable = 136, .code_adaptive = 184,
+      .code_size = 192, .unicode_state = 32, .unicode_length = 16, .unicode_ascii_size = 48,
+      .unicode_compact_size = 72, .bytes_size = 16, .bytes_sval = 32},
     {.minor = 12, .runtime_interpreters_head = 40, .interp_next = 0, .interp_threads_head = 72,
       .tstate_next = 8, .tstate_thread_id = 136, .tstate_native_thread_id = 144,
       .tstate_frame = 56, .cframe_current_frame = 0, .frame_previous = 8, .frame_code = 0,
-      .frame_instr = 56, .frame_size = 72, .frame_owner = 70, .code_filename = 112,
-      .code_name = 120, .code_qualname = 128, .code_firstlineno = 68, .code_linetable = 136,
-      .code_adaptive = 192, .code_size = 200, .unicode_state = 32, .unicode_length = 16,
-      .unicode_ascii_size = 40, .unicode_compact_size = 56, .bytes_size = 16, .bytes_sval = 32},
+      .frame_instr = 56, .frame_size = 72, .frame_refcnt = -1, .frame_state = -1,
+      .frame_gen = -1, .frame_owner = 70, .code_filename = 112, .code_name = 120,
+      .code_qualname = 128, .code_firstlineno = 68, .code_linetable = 136, .code_adaptive = 192,
+      .code_size = 200, .unicode_state = 32, .unicode_length = 16, .unicode_ascii_size = 40,
+      .unicode_compact_size = 56, .bytes_size = 16, .bytes_sval = 32},
     {.minor = 13, .runtime_interpreters_head = 632, .interp_next = 7264,
       .interp_threads_head = 7344, .tstate_next = 8, .tstate_thread_id = 152,
       .tstate_native_thread_id = 160, .tstate_frame = 72, .cframe_current_frame = -1,
       .frame_previous = 8, .frame_code = 0, .frame_instr = 56, .frame_size = 72,
-      .frame_owner = 70, .code_filename = 112, .code_name = 120, .code_qualname = 128,
-      .code_firstlineno = 68, .code_linetable = 136, .code_adaptive = 200, .code_size = 208,
-      .unicode_state = 32, .unicode_length = 16, .unicode_ascii_size = 40,
-      .unicode_compact_size = 56, .bytes_size = 16, .bytes_sval = 32},
+      .frame_refcnt = -1, .frame_state = -1, .frame_gen = -1, .frame_owner = 70,
+      .code_filename = 112, .code_name = 120, .code_qualname = 128, .code_firstlineno = 68,
+      .code_linetable = 136, .code_adaptive = 200, .code_size = 208, .unicode_state = 32,
+      .unicode_length = 16, .unicode_ascii_size = 40, .unicode_compact_size = 56,
+      .bytes_size = 16, .bytes_sval = 32},
 };
 
 #endif

@@ -457,6 +457,28 @@ static int visit(Sampler *S, uint64_t frame) {
     }
 }
 
+/* Whether a frame read in a walk can be part of a running stack.  A generator's frame has a
+ * caller only while it runs: suspended (or made and not yet started) its link to one is
+ * cleared.  3.10's frame objects are also reused: one nothing refers to is dead, the zombie its
+ * code keeps for the next call (its f_back stale) or one on the free list (linked through
+ * f_back, its f_code stale).  A walk that reaches any of these was reading a stack that has
+ * moved on (a frame popped, its memory reused, pages read at different moments); followed, it
+ * joins pieces of stacks into one that never was (seen: `down` under `churn` under 127 `down`s
+ * that recurse at most 50 deep; stacks that start at a generator).  On 3.10, callers are
+ * running (or returning or unwinding, when a trace function or __del__ runs from there); the
+ * innermost frame may also be just made, not yet running. */
+static int live_frame(const LLLayout *L, const uint8_t *fb, int innermost) {
+    enum { OWNED_BY_GENERATOR = 1, CREATED = -2, EXECUTING = 0, RAISED = 3 };
+    uint64_t prev = rd64(fb, L->frame_previous);
+    if (L->frame_owner >= 0) return fb[L->frame_owner] != OWNED_BY_GENERATOR || prev != 0;
+    if (L->frame_refcnt < 0) return 1;
+    if (rd64(fb, L->frame_refcnt) == 0) return 0;
+    int state = (int8_t)fb[L->frame_state];
+    int running = state >= EXECUTING && state <= RAISED;
+    if (rd64(fb, L->frame_gen)) return running && prev != 0;
+    return running || (innermost && state == CREATED);
+}
+
 /* Walks the frame chain from `frame` (innermost) into S->frames; *n frames.  First the frames
  * (through the page cache: 3.11+ frames sit next to each other), then the code objects they
  * run, all in one system call, then the checks. */
@@ -466,9 +488,12 @@ static int walk(Sampler *S, Target *T, uint64_t frame, int *n, int *truncated) {
     if (L->frame_code > need) need = L->frame_code;
     if (L->frame_instr > need) need = L->frame_instr;
     if (L->frame_owner > need) need = L->frame_owner;
+    if (L->frame_refcnt > need) need = L->frame_refcnt;
+    if (L->frame_state > need) need = L->frame_state;
+    if (L->frame_gen > need) need = L->frame_gen;
     need += 8;
     uint8_t fb[128];
-    int depth = 0;
+    int depth = 0, steps = 0;
     *n = 0;
     *truncated = 0;
     if (++S->visit_gen == 0) {
@@ -476,13 +501,15 @@ static int walk(Sampler *S, Target *T, uint64_t frame, int *n, int *truncated) {
         S->visit_gen = 1;
     }
     while (frame) {
-        if (depth >= S->max_depth) {
+        /* Frames skipped (3.11+ C-stack entries) count too: the visited table stays sparse. */
+        if (depth >= S->max_depth || steps++ >= 2 * S->max_depth) {
             *truncated = 1;
             break;
         }
         if (!visit(S, frame)) return WALK_TORN; /* a cycle: frames were reused under us */
         if ((size_t)need > sizeof fb || ll_mem_read(&T->mem, frame, fb, (size_t)need))
             return WALK_TORN;
+        if (!live_frame(L, fb, steps == 1)) return WALK_TORN;
         uint64_t code = rd64(fb, L->frame_code), prev = rd64(fb, L->frame_previous);
         frame = prev;
         if (L->frame_owner >= 0 && fb[L->frame_owner] == LL_OWNED_BY_CSTACK) continue;
