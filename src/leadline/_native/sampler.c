@@ -467,9 +467,8 @@ static int visit(Sampler *S, uint64_t frame) {
  * that recurse at most 50 deep; stacks that start at a generator).  On 3.10, callers are
  * running (or returning or unwinding, when a trace function or __del__ runs from there); the
  * innermost frame may also be just made, not yet running. */
-static int live_frame(const LLLayout *L, const uint8_t *fb, int innermost) {
+static int live_frame(const LLLayout *L, const uint8_t *fb, uint64_t prev, int innermost) {
     enum { OWNED_BY_GENERATOR = 1, CREATED = -2, EXECUTING = 0, RAISED = 3 };
-    uint64_t prev = rd64(fb, L->frame_previous);
     if (L->frame_owner >= 0) return fb[L->frame_owner] != OWNED_BY_GENERATOR || prev != 0;
     if (L->frame_refcnt < 0) return 1;
     if (rd64(fb, L->frame_refcnt) == 0) return 0;
@@ -502,15 +501,16 @@ static int walk(Sampler *S, Target *T, uint64_t frame, int *n, int *truncated) {
     }
     while (frame) {
         /* Frames skipped (3.11+ C-stack entries) count too: the visited table stays sparse. */
-        if (depth >= S->max_depth || steps++ >= 2 * S->max_depth) {
+        if (depth >= S->max_depth || steps >= 2 * S->max_depth) {
             *truncated = 1;
             break;
         }
+        int innermost = steps++ == 0;
         if (!visit(S, frame)) return WALK_TORN; /* a cycle: frames were reused under us */
         if ((size_t)need > sizeof fb || ll_mem_read(&T->mem, frame, fb, (size_t)need))
             return WALK_TORN;
-        if (!live_frame(L, fb, steps == 1)) return WALK_TORN;
         uint64_t code = rd64(fb, L->frame_code), prev = rd64(fb, L->frame_previous);
+        if (!live_frame(L, fb, prev, innermost)) return WALK_TORN;
         frame = prev;
         if (L->frame_owner >= 0 && fb[L->frame_owner] == LL_OWNED_BY_CSTACK) continue;
         if (!code) {
