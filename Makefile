@@ -1,7 +1,27 @@
 # Everything a person does with leadline is a make target.  The virtual environment is
 # created on demand; PY picks the interpreter, VENV where its environment lives.
+#
+# PY is an interpreter (a command or a path), or a version from 3.10 to 3.15, which
+# tools/ensure-python finds or installs: 3.10 to 3.13 from pyenv; 3.14 and 3.15 are Debian's, in a
+# separate sid root, and every target given PY=3.14 or PY=3.15 runs inside that root
+# (tools/in-root), in the same directory, with its own virtual environment (.venv-3.15).
 PY ?= python3
-VENV ?= .venv
+ifeq ($(origin VENV),undefined)
+VENV := $(if $(filter 3.10 3.11 3.12 3.13 3.14 3.15,$(PY)),.venv-$(PY),.venv)
+endif
+
+ifneq ($(and $(filter 3.14 3.15,$(PY)),$(if $(LEADLINE_IN_ROOT),,outside)),)
+# Outside the root: make sure it exists, then run the same goal inside it.
+GOALS := $(or $(MAKECMDGOALS),all)
+.PHONY: $(GOALS)
+$(GOALS):
+	@tools/ensure-python $(PY) >/dev/null
+	@$(if $(filter test,$@),tools/ensure-speedscope-schema >/dev/null)
+	tools/in-root $(MAKE) --no-print-directory $@ PY=$(PY) VENV=$(VENV) PYTEST_ARGS='$(PYTEST_ARGS)'
+else
+ifneq ($(filter 3.10 3.11 3.12 3.13 3.14 3.15,$(PY)),)
+override PY := $(shell tools/ensure-python $(PY))
+endif
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := $(shell find src -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.pyi' -o -name '*.js' -o -name '*.css' -o -name '*.pth') setup.py pyproject.toml
@@ -70,3 +90,5 @@ bench-marks: build
 
 clean:
 	rm -rf build .venv .venv-* demo-output src/*.egg-info
+
+endif

@@ -2,8 +2,17 @@
 start-up hook that starts the fleet agent in any Python process with LEADLINE_PUSH set."""
 
 import os
+import sys
+import sysconfig
 
 from setuptools import Extension, setup
+
+if sysconfig.get_config_var("Py_GIL_DISABLED"):
+    # The native core reads object headers, thread states and frames laid out for the GIL build.
+    sys.exit(
+        "leadline does not support free-threaded CPython builds (Py_GIL_DISABLED): "
+        "use the default build of this Python version"
+    )
 from setuptools.command.build_py import build_py
 
 PTH = "leadline-agent.pth"

@@ -7,6 +7,7 @@ are not a public ABI, so this script measures them: it compiles a small C progra
 interpreter's own headers (including Include/internal) and prints offsetof() of every field.
 
     python tools/gen_layouts.py PYTHON [PYTHON ...] > src/leadline/_native/layouts.h
+    python tools/gen_layouts.py --update PYTHON    # add or refresh one version in place
     python tools/gen_layouts.py --check            # the running Python agrees with layouts.h
 
 The test suite runs --check on every Python in CI.
@@ -26,17 +27,17 @@ HEADER = ROOT / "src" / "leadline" / "_native" / "layouts.h"
 
 # (field of LLLayout, C expression, first minor version it applies to, last)
 FIELDS: list[tuple[str, str, int, int]] = [
-    ("runtime_interpreters_head", "offsetof(_PyRuntimeState, interpreters.head)", 10, 13),
-    ("interp_next", "offsetof(PyInterpreterState, next)", 10, 13),
+    ("runtime_interpreters_head", "offsetof(_PyRuntimeState, interpreters.head)", 10, 15),
+    ("interp_next", "offsetof(PyInterpreterState, next)", 10, 15),
     ("interp_threads_head", "offsetof(PyInterpreterState, tstate_head)", 10, 10),
-    ("interp_threads_head", "offsetof(PyInterpreterState, threads.head)", 11, 13),
-    ("tstate_next", "offsetof(PyThreadState, next)", 10, 13),
-    ("tstate_thread_id", "offsetof(PyThreadState, thread_id)", 10, 13),
-    ("tstate_native_thread_id", "offsetof(PyThreadState, native_thread_id)", 11, 13),
+    ("interp_threads_head", "offsetof(PyInterpreterState, threads.head)", 11, 15),
+    ("tstate_next", "offsetof(PyThreadState, next)", 10, 15),
+    ("tstate_thread_id", "offsetof(PyThreadState, thread_id)", 10, 15),
+    ("tstate_native_thread_id", "offsetof(PyThreadState, native_thread_id)", 11, 15),
     ("tstate_frame", "offsetof(PyThreadState, frame)", 10, 10),
     ("tstate_frame", "offsetof(PyThreadState, cframe)", 11, 12),
     ("cframe_current_frame", "offsetof(_PyCFrame, current_frame)", 11, 12),
-    ("tstate_frame", "offsetof(PyThreadState, current_frame)", 13, 13),
+    ("tstate_frame", "offsetof(PyThreadState, current_frame)", 13, 15),
     ("frame_previous", "offsetof(PyFrameObject, f_back)", 10, 10),
     ("frame_code", "offsetof(PyFrameObject, f_code)", 10, 10),
     ("frame_instr", "offsetof(PyFrameObject, f_lasti)", 10, 10),
@@ -44,28 +45,67 @@ FIELDS: list[tuple[str, str, int, int]] = [
     ("frame_refcnt", "offsetof(PyFrameObject, ob_base.ob_base.ob_refcnt)", 10, 10),
     ("frame_state", "offsetof(PyFrameObject, f_state)", 10, 10),
     ("frame_gen", "offsetof(PyFrameObject, f_gen)", 10, 10),
-    ("frame_previous", "offsetof(_PyInterpreterFrame, previous)", 11, 13),
+    ("frame_previous", "offsetof(_PyInterpreterFrame, previous)", 11, 15),
     ("frame_code", "offsetof(_PyInterpreterFrame, f_code)", 11, 12),
-    ("frame_code", "offsetof(_PyInterpreterFrame, f_executable)", 13, 13),
+    ("frame_code", "offsetof(_PyInterpreterFrame, f_executable)", 13, 15),
     ("frame_instr", "offsetof(_PyInterpreterFrame, prev_instr)", 11, 12),
-    ("frame_instr", "offsetof(_PyInterpreterFrame, instr_ptr)", 13, 13),
-    ("frame_owner", "offsetof(_PyInterpreterFrame, owner)", 11, 13),
-    ("frame_size", "offsetof(_PyInterpreterFrame, localsplus)", 11, 13),
-    ("code_filename", "offsetof(PyCodeObject, co_filename)", 10, 13),
-    ("code_name", "offsetof(PyCodeObject, co_name)", 10, 13),
-    ("code_qualname", "offsetof(PyCodeObject, co_qualname)", 11, 13),
-    ("code_firstlineno", "offsetof(PyCodeObject, co_firstlineno)", 10, 13),
-    ("code_linetable", "offsetof(PyCodeObject, co_linetable)", 10, 13),
-    ("code_adaptive", "offsetof(PyCodeObject, co_code_adaptive)", 11, 13),
-    ("code_size", "sizeof(PyCodeObject)", 10, 13),
-    ("unicode_state", "offsetof(PyASCIIObject, state)", 10, 13),
-    ("unicode_length", "offsetof(PyASCIIObject, length)", 10, 13),
-    ("unicode_ascii_size", "sizeof(PyASCIIObject)", 10, 13),
-    ("unicode_compact_size", "sizeof(PyCompactUnicodeObject)", 10, 13),
-    ("bytes_size", "offsetof(PyVarObject, ob_size)", 10, 13),
-    ("bytes_sval", "offsetof(PyBytesObject, ob_sval)", 10, 13),
+    ("frame_instr", "offsetof(_PyInterpreterFrame, instr_ptr)", 13, 15),
+    ("frame_owner", "offsetof(_PyInterpreterFrame, owner)", 11, 15),
+    ("frame_size", "offsetof(_PyInterpreterFrame, localsplus)", 11, 15),
+    ("code_filename", "offsetof(PyCodeObject, co_filename)", 10, 15),
+    ("code_name", "offsetof(PyCodeObject, co_name)", 10, 15),
+    ("code_qualname", "offsetof(PyCodeObject, co_qualname)", 11, 15),
+    ("code_firstlineno", "offsetof(PyCodeObject, co_firstlineno)", 10, 15),
+    ("code_linetable", "offsetof(PyCodeObject, co_linetable)", 10, 15),
+    ("code_adaptive", "offsetof(PyCodeObject, co_code_adaptive)", 11, 15),
+    ("code_size", "sizeof(PyCodeObject)", 10, 15),
+    ("unicode_state", "offsetof(PyASCIIObject, state)", 10, 15),
+    ("unicode_length", "offsetof(PyASCIIObject, length)", 10, 15),
+    ("unicode_ascii_size", "sizeof(PyASCIIObject)", 10, 15),
+    ("unicode_compact_size", "sizeof(PyCompactUnicodeObject)", 10, 15),
+    ("bytes_size", "offsetof(PyVarObject, ob_size)", 10, 15),
+    ("bytes_sval", "offsetof(PyBytesObject, ob_sval)", 10, 15),
 ]
 NAMES = list(dict.fromkeys(f[0] for f in FIELDS))
+
+# Where 3.13+ publish the same offsets in the interpreter's own _Py_DebugOffsets table (the
+# first member of _PyRuntime, cookie "xdebugpy"): field of LLLayout -> member of the table.
+# The sampler reads the table in the target and takes every offset it publishes from there;
+# what is not published (or a constant) comes from the compiled table above.
+DEBUG_SLOTS: list[tuple[str, str, int, int]] = [
+    ("runtime_interpreters_head", "runtime_state.interpreters_head", 13, 15),
+    ("interp_next", "interpreter_state.next", 13, 15),
+    ("interp_threads_head", "interpreter_state.threads_head", 13, 15),
+    ("tstate_next", "thread_state.next", 13, 15),
+    ("tstate_thread_id", "thread_state.thread_id", 13, 15),
+    ("tstate_native_thread_id", "thread_state.native_thread_id", 13, 15),
+    ("tstate_frame", "thread_state.current_frame", 13, 15),
+    ("frame_previous", "interpreter_frame.previous", 13, 15),
+    ("frame_code", "interpreter_frame.executable", 13, 15),
+    ("frame_instr", "interpreter_frame.instr_ptr", 13, 15),
+    ("frame_owner", "interpreter_frame.owner", 13, 15),
+    ("frame_size", "interpreter_frame.localsplus", 13, 15),
+    ("code_filename", "code_object.filename", 13, 15),
+    ("code_name", "code_object.name", 13, 15),
+    ("code_qualname", "code_object.qualname", 13, 15),
+    ("code_firstlineno", "code_object.firstlineno", 13, 15),
+    ("code_linetable", "code_object.linetable", 13, 15),
+    ("code_adaptive", "code_object.co_code_adaptive", 13, 15),
+    ("code_size", "code_object.size", 13, 15),
+    ("unicode_state", "unicode_object.state", 13, 15),
+    ("unicode_length", "unicode_object.length", 13, 15),
+    ("unicode_ascii_size", "unicode_object.asciiobject_size", 13, 15),
+    ("unicode_compact_size", "unicode_object.compactunicodeobject_size", 15, 15),
+    ("bytes_size", "bytes_object.ob_size", 13, 15),
+    ("bytes_sval", "bytes_object.ob_sval", 13, 15),
+]
+# The table's own header: its size, and where the version and the free-threading flag are.
+DEBUG_HEADER: list[tuple[str, str]] = [
+    ("table_size", "sizeof(_Py_DebugOffsets)"),
+    ("version", "offsetof(_Py_DebugOffsets, version)"),
+    ("free_threaded", "offsetof(_Py_DebugOffsets, free_threaded)"),
+]
+FIRST_DEBUG_MINOR = 13
 
 PROBE = """\
 #define Py_BUILD_CORE 1
@@ -80,6 +120,9 @@ PROBE = """\
 #include "internal/pycore_frame.h"
 #include "internal/pycore_code.h"
 #endif
+#if PY_VERSION_HEX >= 0x030E0000
+#include "internal/pycore_debug_offsets.h"
+#endif
 int main(void) {
 %s
     return 0;
@@ -87,8 +130,12 @@ int main(void) {
 """
 
 
-def measure(python: str) -> tuple[int, dict[str, int]]:
-    """Compile the probe against `python`'s headers and return (minor, {field: offset})."""
+Tables = tuple[dict[int, dict[str, int]], dict[int, dict[str, int]]]
+
+
+def measure(python: str) -> tuple[int, dict[str, int], dict[str, int] | None]:
+    """Compile the probe against `python`'s headers: (minor, {field: offset}, and from 3.13 on
+    {field: where the debug-offsets table publishes it, and the table's header})."""
     info = subprocess.run(
         [
             python,
@@ -106,6 +153,15 @@ def measure(python: str) -> tuple[int, dict[str, int]]:
         for name, expr, lo, hi in FIELDS
         if lo <= minor <= hi
     ]
+    if minor >= FIRST_DEBUG_MINOR:
+        lines += [
+            f'    printf("dbg.{name} %zu\\n", (size_t)({expr}));' for name, expr in DEBUG_HEADER
+        ]
+        lines += [
+            f'    printf("dbg.{name} %zu\\n", offsetof(_Py_DebugOffsets, {member}));'
+            for name, member, lo, hi in DEBUG_SLOTS
+            if lo <= minor <= hi
+        ]
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "probe.c"
         exe = Path(tmp) / "probe"
@@ -116,13 +172,20 @@ def measure(python: str) -> tuple[int, dict[str, int]]:
         )
         out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
     values = {name: -1 for name in NAMES}
+    dbg: dict[str, int] | None = None
+    if minor >= FIRST_DEBUG_MINOR:
+        dbg = {name: -1 for name in [h[0] for h in DEBUG_HEADER] + NAMES}
     for line in out.splitlines():
         name, value = line.split()
-        values[name] = int(value)
-    return minor, values
+        if name.startswith("dbg.") and dbg is not None:
+            dbg[name[4:]] = int(value)
+        else:
+            values[name] = int(value)
+    return minor, values, dbg
 
 
-def render(tables: dict[int, dict[str, int]]) -> str:
+def render(tables: Tables) -> str:
+    layouts, debug = tables
     out = [
         "/* Generated by tools/gen_layouts.py from each CPython's own headers: do not edit.",
         " * Byte offsets of the interpreter-state fields the sampler reads; -1: absent. */",
@@ -133,10 +196,27 @@ def render(tables: dict[int, dict[str, int]]) -> str:
         "    int minor; /* 3.minor */",
     ]
     out += [f"    int {name};" for name in NAMES]
-    out += ["} LLLayout;", "", "static const LLLayout ll_layouts[] = {"]
-    for minor in sorted(tables):
-        vals = ", ".join(f".{n} = {tables[minor][n]}" for n in NAMES)
+    out += ["} LLLayout;", "", "/* The fields' names, in order (minor first). */"]
+    out += ["static const char *const ll_layout_names[] = {"]
+    out += [f'    "{name}",' for name in ["minor", *NAMES]]
+    out += ["};", "", "static const LLLayout ll_layouts[] = {"]
+    for minor in sorted(layouts):
+        vals = ", ".join(f".{n} = {layouts[minor][n]}" for n in NAMES)
         out.append(f"    {{.minor = {minor}, {vals}}},")
+    out += [
+        "};",
+        "",
+        "/* Where each version's _Py_DebugOffsets table (3.13+) publishes those offsets: byte",
+        " * offsets into the table, -1: not published there (the compiled value is used). */",
+        "typedef struct {",
+        "    int minor;",
+    ]
+    out += [f"    int {name};" for name, _ in DEBUG_HEADER]
+    out += ["    LLLayout at;", "} LLDebugSlots;", "", "static const LLDebugSlots ll_debug_slots[] = {"]
+    for minor in sorted(debug):
+        head = ", ".join(f".{n} = {debug[minor][n]}" for n, _ in DEBUG_HEADER)
+        vals = ", ".join(f".{n} = {debug[minor][n]}" for n in NAMES)
+        out.append(f"    {{.minor = {minor}, {head}, .at = {{.minor = {minor}, {vals}}}}},")
     out += ["};", "", "#endif"]
     # Keep lines short for the C formatter's taste.
     wrapped: list[str] = []
@@ -149,29 +229,48 @@ def render(tables: dict[int, dict[str, int]]) -> str:
     return "\n".join(wrapped) + "\n"
 
 
-def parse_header() -> dict[int, dict[str, int]]:
+def parse_header() -> Tables:
     text = " ".join(HEADER.read_text().split())
-    tables: dict[int, dict[str, int]] = {}
-    for body in re.findall(r"\{\.minor = (.*?)\}", text):
+    layouts_part, _, debug_part = text.partition("ll_debug_slots[]")
+    layouts: dict[int, dict[str, int]] = {}
+    for body in re.findall(r"\{\.minor = (.*?)\}", layouts_part):
         fields = dict(re.findall(r"\.?(\w+) = (-?\d+)", ".minor = " + body))
-        tables[int(fields["minor"])] = {k: int(v) for k, v in fields.items() if k != "minor"}
-    return tables
+        layouts[int(fields["minor"])] = {k: int(v) for k, v in fields.items() if k != "minor"}
+    debug: dict[int, dict[str, int]] = {}
+    for body in re.findall(r"\{\.minor = (\d+), (.*?)\}\}", debug_part):
+        fields = dict(re.findall(r"\.?(\w+) = (-?\d+)", body[1]))
+        debug[int(body[0])] = {k: int(v) for k, v in fields.items() if k != "minor"}
+    return layouts, debug
 
 
 def main(argv: list[str]) -> int:
     if argv == ["--check"]:
-        minor, values = measure(sys.executable)
-        known = parse_header().get(minor)
-        if known != values:
-            print(f"layouts.h disagrees with this Python 3.{minor}: {known} != {values}")
+        minor, values, dbg = measure(sys.executable)
+        layouts, debug = parse_header()
+        if layouts.get(minor) != values:
+            print(f"layouts.h disagrees with this Python 3.{minor}: {layouts.get(minor)} != {values}")
+            return 1
+        if debug.get(minor) != dbg:
+            print(f"layouts.h's debug slots disagree with Python 3.{minor}: {debug.get(minor)} != {dbg}")
             return 1
         print(f"layouts.h agrees with Python 3.{minor} ({sysconfig.get_paths()['include']})")
         return 0
-    if not argv:
+    update = argv[:1] == ["--update"]
+    pythons = argv[1:] if update else argv
+    if not pythons:
         print(__doc__, file=sys.stderr)
         return 2
-    tables = dict(measure(p) for p in argv)
-    sys.stdout.write(render(tables))
+    layouts, debug = parse_header() if update else ({}, {})
+    for python in pythons:
+        minor, values, dbg = measure(python)
+        layouts[minor] = values
+        if dbg is not None:
+            debug[minor] = dbg
+    text = render((layouts, debug))
+    if update:
+        HEADER.write_text(text)
+    else:
+        sys.stdout.write(text)
     return 0
 
 

@@ -73,8 +73,15 @@ class Aggregator:
     ]: ...
 
 def inspect_process(pid: int, /) -> dict[str, Any]:
-    """Finds the interpreter of a process: {minor, runtime, code_type, path}.  Raises
-    ProcessLookupError, PermissionError or ValueError (not Python, unsupported version)."""
+    """Finds the interpreter of a process: {minor, runtime, code_type, path, layout_source
+    ("published": from its _Py_DebugOffsets table, 3.13+; or "compiled"), published (fields the
+    table gave), warning ("" or one line), offsets, compiled (the built-in table, or None)}.
+    Raises ProcessLookupError, PermissionError or ValueError (not Python, unsupported version
+    or build, a damaged table)."""
+
+def layout_from_debug_offsets(table: bytes, minor: int, /) -> dict[str, Any]:
+    """What the sampler makes of a _Py_DebugOffsets table read from a 3.`minor` interpreter:
+    {offsets, published, warning}; ValueError if it is damaged or of a free-threaded build."""
 
 def line_table(minor: int, firstline: int, raw: bytes, /) -> list[tuple[int, int]]: ...
 def pthread_tid_offset() -> int: ...

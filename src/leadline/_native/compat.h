@@ -10,8 +10,14 @@
 #include <Python.h>
 #include <frameobject.h>
 
-#if PY_VERSION_HEX < 0x030A0000 || PY_VERSION_HEX >= 0x030E0000
-#  error "leadline supports CPython 3.10 to 3.13"
+#if PY_VERSION_HEX < 0x030A0000
+#  error "leadline supports CPython 3.10 and later (tested on 3.10 to 3.15)"
+#endif
+/* A free-threaded build has other object headers, reference counts and thread states, and runs
+ * Python on several threads at once: the tracer's per-thread state and the sampler's reads
+ * would be wrong.  setup.py says so in one line before the compiler gets here. */
+#ifdef Py_GIL_DISABLED
+#  error "leadline does not support free-threaded CPython builds (Py_GIL_DISABLED)"
 #endif
 
 /* 3.12 introduced PEP 669 (sys.monitoring); before it the tracer uses PyEval_SetProfile. */
@@ -32,8 +38,8 @@
 #endif
 
 /* The co_extra slots, read inline on every event instead of through a call to
- * _PyCode_GetExtra.  The layout is _PyCodeObjectExtra from Include/internal/pycore_code.h,
- * unchanged from 3.6 to 3.13. */
+ * _PyCode_GetExtra.  The layout is _PyCodeObjectExtra (Include/internal/pycore_code.h up to
+ * 3.13, Objects/codeobject.c since), unchanged from 3.7 to 3.15. */
 typedef struct {
     Py_ssize_t ce_size;
     void *ce_extras[1];

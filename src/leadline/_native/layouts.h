@@ -36,6 +36,40 @@ typedef struct {
     int bytes_sval;
 } LLLayout;
 
+/* The fields' names, in order (minor first). */
+static const char *const ll_layout_names[] = {
+    "minor",
+    "runtime_interpreters_head",
+    "interp_next",
+    "interp_threads_head",
+    "tstate_next",
+    "tstate_thread_id",
+    "tstate_native_thread_id",
+    "tstate_frame",
+    "cframe_current_frame",
+    "frame_previous",
+    "frame_code",
+    "frame_instr",
+    "frame_size",
+    "frame_refcnt",
+    "frame_state",
+    "frame_gen",
+    "frame_owner",
+    "code_filename",
+    "code_name",
+    "code_qualname",
+    "code_firstlineno",
+    "code_linetable",
+    "code_adaptive",
+    "code_size",
+    "unicode_state",
+    "unicode_length",
+    "unicode_ascii_size",
+    "unicode_compact_size",
+    "bytes_size",
+    "bytes_sval",
+};
+
 static const LLLayout ll_layouts[] = {
     {.minor = 10, .runtime_interpreters_head = 32, .interp_next = 0, .interp_threads_head = 8,
       .tstate_next = 8, .tstate_thread_id = 176, .tstate_native_thread_id = -1,
@@ -70,6 +104,64 @@ static const LLLayout ll_layouts[] = {
       .code_linetable = 136, .code_adaptive = 200, .code_size = 208, .unicode_state = 32,
       .unicode_length = 16, .unicode_ascii_size = 40, .unicode_compact_size = 56,
       .bytes_size = 16, .bytes_sval = 32},
+    {.minor = 14, .runtime_interpreters_head = 808, .interp_next = 7272,
+      .interp_threads_head = 7344, .tstate_next = 8, .tstate_thread_id = 152,
+      .tstate_native_thread_id = 160, .tstate_frame = 72, .cframe_current_frame = -1,
+      .frame_previous = 8, .frame_code = 0, .frame_instr = 56, .frame_size = 80,
+      .frame_refcnt = -1, .frame_state = -1, .frame_gen = -1, .frame_owner = 74,
+      .code_filename = 112, .code_name = 120, .code_qualname = 128, .code_firstlineno = 68,
+      .code_linetable = 136, .code_adaptive = 208, .code_size = 216, .unicode_state = 32,
+      .unicode_length = 16, .unicode_ascii_size = 40, .unicode_compact_size = 56,
+      .bytes_size = 16, .bytes_sval = 32},
+    {.minor = 15, .runtime_interpreters_head = 936, .interp_next = 7264,
+      .interp_threads_head = 7336, .tstate_next = 8, .tstate_thread_id = 176,
+      .tstate_native_thread_id = 184, .tstate_frame = 72, .cframe_current_frame = -1,
+      .frame_previous = 8, .frame_code = 0, .frame_instr = 56, .frame_size = 80,
+      .frame_refcnt = -1, .frame_state = -1, .frame_gen = -1, .frame_owner = 74,
+      .code_filename = 112, .code_name = 120, .code_qualname = 128, .code_firstlineno = 68,
+      .code_linetable = 136, .code_adaptive = 208, .code_size = 216, .unicode_state = 32,
+      .unicode_length = 16, .unicode_ascii_size = 40, .unicode_compact_size = 56,
+      .bytes_size = 16, .bytes_sval = 32},
+};
+
+/* Where each version's _Py_DebugOffsets table (3.13+) publishes those offsets: byte
+ * offsets into the table, -1: not published there (the compiled value is used). */
+typedef struct {
+    int minor;
+    int table_size;
+    int version;
+    int free_threaded;
+    LLLayout at;
+} LLDebugSlots;
+
+static const LLDebugSlots ll_debug_slots[] = {
+    {.minor = 13, .table_size = 584, .version = 8, .free_threaded = 16, .at = {.minor = 13,
+      .runtime_interpreters_head = 40, .interp_next = 64, .interp_threads_head = 72,
+      .tstate_next = 168, .tstate_thread_id = 192, .tstate_native_thread_id = 200,
+      .tstate_frame = 184, .cframe_current_frame = -1, .frame_previous = 232, .frame_code = 240,
+      .frame_instr = 248, .frame_size = 256, .frame_refcnt = -1, .frame_state = -1,
+      .frame_gen = -1, .frame_owner = 264, .code_filename = 280, .code_name = 288,
+      .code_qualname = 296, .code_firstlineno = 312, .code_linetable = 304, .code_adaptive = 344,
+      .code_size = 272, .unicode_state = 544, .unicode_length = 552, .unicode_ascii_size = 560,
+      .unicode_compact_size = -1, .bytes_size = 520, .bytes_sval = 528}},
+    {.minor = 14, .table_size = 760, .version = 8, .free_threaded = 16, .at = {.minor = 14,
+      .runtime_interpreters_head = 40, .interp_next = 64, .interp_threads_head = 72,
+      .tstate_next = 192, .tstate_thread_id = 216, .tstate_native_thread_id = 224,
+      .tstate_frame = 208, .cframe_current_frame = -1, .frame_previous = 256, .frame_code = 264,
+      .frame_instr = 272, .frame_size = 280, .frame_refcnt = -1, .frame_state = -1,
+      .frame_gen = -1, .frame_owner = 288, .code_filename = 320, .code_name = 328,
+      .code_qualname = 336, .code_firstlineno = 352, .code_linetable = 344, .code_adaptive = 384,
+      .code_size = 312, .unicode_state = 624, .unicode_length = 632, .unicode_ascii_size = 640,
+      .unicode_compact_size = -1, .bytes_size = 600, .bytes_sval = 608}},
+    {.minor = 15, .table_size = 888, .version = 8, .free_threaded = 16, .at = {.minor = 15,
+      .runtime_interpreters_head = 40, .interp_next = 64, .interp_threads_head = 72,
+      .tstate_next = 192, .tstate_thread_id = 240, .tstate_native_thread_id = 248,
+      .tstate_frame = 208, .cframe_current_frame = -1, .frame_previous = 320, .frame_code = 328,
+      .frame_instr = 336, .frame_size = 344, .frame_refcnt = -1, .frame_state = -1,
+      .frame_gen = -1, .frame_owner = 352, .code_filename = 384, .code_name = 392,
+      .code_qualname = 400, .code_firstlineno = 416, .code_linetable = 408, .code_adaptive = 448,
+      .code_size = 376, .unicode_state = 720, .unicode_length = 728, .unicode_ascii_size = 736,
+      .unicode_compact_size = 744, .bytes_size = 696, .bytes_sval = 704}},
 };
 
 #endif

@@ -226,6 +226,7 @@ extern PyTypeObject LLHook_Type;
 int ll_sampler_init(void);
 extern PyTypeObject LLSampler_Type;
 PyObject *ll_inspect_process(PyObject *module, PyObject *args);
+PyObject *ll_layout_from_table(PyObject *module, PyObject *args);
 PyObject *ll_line_table(PyObject *module, PyObject *args);
 
 /* ---- reader ---- */

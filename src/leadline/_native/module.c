@@ -21,7 +21,11 @@ static PyMethodDef module_methods[] = {
      "decode_events(payload) -> [(number, kind, func, t, rss_pages, heap, offset)]"},
     {"decode_rss", ll_decode_rss, METH_VARARGS, "decode_rss(payload) -> (times, rss_pages)"},
     {"inspect_process", ll_inspect_process, METH_VARARGS,
-     "inspect_process(pid) -> {minor, runtime, code_type, path}; raises if not readable"},
+     "inspect_process(pid) -> {minor, runtime, code_type, path, layout_source, published, "
+     "warning, offsets, compiled}; raises if not readable"},
+    {"layout_from_debug_offsets", ll_layout_from_table, METH_VARARGS,
+     "layout_from_debug_offsets(table, minor) -> {offsets, published, warning}; raises if the "
+     "table is damaged or of an unsupported build"},
     {"line_table", ll_line_table, METH_VARARGS,
      "line_table(minor, firstline, raw) -> [(offset, line)] from CPython's own encoding"},
     {"pthread_tid_offset", pthread_tid_offset, METH_NOARGS,

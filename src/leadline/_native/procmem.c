@@ -269,6 +269,7 @@ static void say(char *why, size_t n, const char *fmt, const char *a, long b) {
 typedef struct {
     uint64_t runtime, code_type, version;
     uint64_t first_load; /* p_vaddr of the PT_LOAD with offset 0, page aligned */
+    int debug_build;     /* defines _Py_NegativeRefcount: built with Py_DEBUG (Py_REF_DEBUG) */
 } ElfSyms;
 
 /* Looks the symbols up in an ELF file's .dynsym and .symtab. */
@@ -316,12 +317,25 @@ static int elf_symbols(const char *path, ElfSyms *out) {
             if (!strcmp(nm, "_PyRuntime")) out->runtime = sym[k].st_value;
             else if (!strcmp(nm, "PyCode_Type")) out->code_type = sym[k].st_value;
             else if (!strcmp(nm, "Py_Version")) out->version = sym[k].st_value;
+            else if (!strcmp(nm, "_Py_NegativeRefcount")) out->debug_build = 1;
         }
     }
     found = out->runtime && out->code_type ? 0 : -1;
 done:
     munmap((void *)f, size);
     return found;
+}
+
+/* "python3.13t", "libpython3.14t.so.1.0": the name of a free-threaded build. */
+static int free_threaded_name(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *p = strstr(base, "python3.");
+    if (!p) return 0;
+    p += 8;
+    while (*p >= '0' && *p <= '9') p++;
+    if (*p == 'd') p++; /* a debug build: python3.14d, python3.14td */
+    return *p == 't' || (p[0] == 'd' && p[1] == 't');
 }
 
 /* "python3.12", "libpython3.10.so.1.0" -> 12 (and *major = 3); 0 if the name says nothing. */
@@ -342,6 +356,86 @@ const LLLayout *ll_layout(int minor) {
     return NULL;
 }
 
+#define LL_NLAYOUTS (sizeof ll_layouts / sizeof ll_layouts[0])
+#define LL_NDEBUG (sizeof ll_debug_slots / sizeof ll_debug_slots[0])
+/* LLLayout is a run of ints (minor first, then one per field): walked as an array below. */
+#define LL_LAYOUT_INTS ((int)(sizeof(LLLayout) / sizeof(int)))
+#define LL_DEBUG_COOKIE "xdebugpy"
+/* Every offset the sampler reads lies within the first few KB of its struct (the largest,
+ * PyInterpreterState's threads, at 7.3 KB in 3.13-3.15): a table that says otherwise is not
+ * one to trust. */
+#define LL_MAX_OFFSET 65536
+
+int ll_layout_from_debug_offsets(const uint8_t *table, size_t n, int minor, LLPyInfo *info,
+                                 char *why, size_t whylen) {
+    const LLDebugSlots *slots = NULL, *newest = &ll_debug_slots[LL_NDEBUG - 1];
+    for (size_t i = 0; i < LL_NDEBUG; i++)
+        if (ll_debug_slots[i].minor == minor) slots = &ll_debug_slots[i];
+    int newer = !slots && minor > newest->minor;
+    if (newer) slots = newest;
+    if (!slots || n < (size_t)slots->table_size) {
+        if (why && whylen) snprintf(why, whylen, "no known debug-offsets layout for Python 3.%d", minor);
+        return LL_E_VERSION;
+    }
+    if (memcmp(table, LL_DEBUG_COOKIE, 8) != 0) {
+        if (why && whylen)
+            snprintf(why, whylen,
+                     "the interpreter's debug offsets (_Py_DebugOffsets) are damaged: no "
+                     "\"" LL_DEBUG_COOKIE "\" cookie at _PyRuntime; refusing to guess its layout");
+        return LL_E_LAYOUT;
+    }
+    uint64_t version, free_threaded;
+    memcpy(&version, table + slots->version, 8);
+    memcpy(&free_threaded, table + slots->free_threaded, 8);
+    int tmajor = (int)((version >> 24) & 0xFF), tminor = (int)((version >> 16) & 0xFF);
+    if (tmajor != 3 || tminor != minor) {
+        if (why && whylen)
+            snprintf(why, whylen,
+                     "the interpreter's debug offsets (_Py_DebugOffsets) are damaged: they say "
+                     "Python %d.%d (version 0x%08llx), the interpreter says 3.%d",
+                     tmajor, tminor, (unsigned long long)version, minor);
+        return LL_E_LAYOUT;
+    }
+    if (free_threaded) {
+        if (why && whylen)
+            snprintf(why, whylen,
+                     "Python 3.%d is a free-threaded build (Py_GIL_DISABLED), which leadline "
+                     "does not support: its frames and objects are laid out differently",
+                     minor);
+        return LL_E_VERSION;
+    }
+    const LLLayout *base = ll_layout(minor);
+    if (!base) base = &ll_layouts[LL_NLAYOUTS - 1];
+    info->layout = *base;
+    info->layout.minor = minor;
+    int *out = (int *)&info->layout;
+    const int *at = (const int *)&slots->at;
+    int published = 0;
+    for (int i = 1; i < LL_LAYOUT_INTS; i++) {
+        if (at[i] < 0) continue;
+        uint64_t v;
+        memcpy(&v, table + at[i], 8);
+        if (v >= LL_MAX_OFFSET) {
+            if (why && whylen)
+                snprintf(why, whylen,
+                         "the interpreter's debug offsets (_Py_DebugOffsets) are damaged: an "
+                         "offset of %llu bytes at byte %d of the table",
+                         (unsigned long long)v, at[i]);
+            return LL_E_LAYOUT;
+        }
+        out[i] = (int)v;
+        published++;
+    }
+    info->source = LL_LAYOUT_PUBLISHED;
+    info->published = published;
+    if (newer)
+        snprintf(info->warning, sizeof info->warning,
+                 "Python 3.%d is newer than any leadline knows (3.10 to 3.%d): sampling it with "
+                 "the offsets it publishes",
+                 minor, newest->minor);
+    return 0;
+}
+
 int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
     memset(info, 0, sizeof *info);
     char path[64];
@@ -358,7 +452,7 @@ int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
     }
     char line[4600];
     char seen[8][4096];
-    int nseen = 0, name_major = 0, name_minor = 0;
+    int nseen = 0, name_major = 0, name_minor = 0, debug_build = 0, name_ft = 0;
     int rc = LL_E_NOTPY;
     while (fgets(line, sizeof line, maps)) {
         unsigned long start, end, offset;
@@ -387,6 +481,8 @@ int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
         snprintf(rooted, sizeof rooted, "/proc/%d/root%s", (int)pid, file);
         if (elf_symbols(rooted, &sy) != 0 && elf_symbols(file, &sy) != 0) continue;
         uint64_t bias = start - sy.first_load;
+        debug_build = sy.debug_build;
+        name_ft = free_threaded_name(file);
         info->runtime = bias + sy.runtime;
         info->code_type = bias + sy.code_type;
         snprintf(info->path, sizeof info->path, "%s", file);
@@ -418,8 +514,8 @@ int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
             if (why && whylen)
                 snprintf(why, whylen,
                          "process %ld runs Python %s, which leadline does not support "
-                         "(3.10 to 3.13)",
-                         (long)pid, v);
+                         "(3.10 to 3.%d)",
+                         (long)pid, v, ll_layouts[LL_NLAYOUTS - 1].minor);
             return LL_E_VERSION;
         }
         say(why, whylen, "process %s%ld is not a Python process (no libpython or python "
@@ -427,13 +523,66 @@ int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
         return LL_E_NOTPY;
     }
     if (name_major && name_major != 3) info->minor = 0;
-    if (!ll_layout(info->minor) || (name_major && name_major != 3)) {
+    const LLLayout *compiled = ll_layout(info->minor);
+    int newest = ll_layouts[LL_NLAYOUTS - 1].minor;
+    if ((name_major && name_major != 3) || info->minor < 10 ||
+        (!compiled && info->minor < ll_debug_slots[0].minor)) {
         if (why && whylen)
             snprintf(why, whylen,
                      "process %ld runs Python %d.%d, which leadline does not support "
-                     "(3.10 to 3.13)",
-                     (long)pid, name_major ? name_major : 3, name_minor ? name_minor : info->minor);
+                     "(3.10 to 3.%d)",
+                     (long)pid, name_major ? name_major : 3, name_minor ? name_minor : info->minor,
+                     newest);
         return LL_E_VERSION;
+    }
+    if (name_ft) {
+        if (why && whylen)
+            snprintf(why, whylen,
+                     "process %ld runs a free-threaded build of Python 3.%d (%s), which leadline "
+                     "does not support: its frames and objects are laid out differently",
+                     (long)pid, info->minor, info->path);
+        return LL_E_VERSION;
+    }
+    if (info->minor < ll_debug_slots[0].minor) {
+        /* Before 3.13 nothing is published: the compiled table, which a debug build (other
+         * thread-state and frame layouts) would not match. */
+        if (debug_build) {
+            if (why && whylen)
+                snprintf(why, whylen,
+                         "process %ld runs a debug build of Python 3.%d (Py_DEBUG), whose "
+                         "layouts leadline can read only from 3.13 on, where the interpreter "
+                         "publishes them",
+                         (long)pid, info->minor);
+            return LL_E_VERSION;
+        }
+        info->layout = *compiled;
+        info->source = LL_LAYOUT_COMPILED;
+    } else {
+        uint8_t table[4096];
+        size_t want = (size_t)ll_debug_slots[LL_NDEBUG - 1].table_size;
+        for (size_t i = 0; i < LL_NDEBUG; i++)
+            if ((size_t)ll_debug_slots[i].table_size > want)
+                want = (size_t)ll_debug_slots[i].table_size;
+        int err = ll_mem_read_raw(pid, info->runtime, table, want);
+        if (err == EPERM || err == EACCES) {
+            say(why, whylen, LL_PERM_MESSAGE, "", (long)pid);
+            return LL_E_PERM;
+        }
+        if (err == ESRCH) {
+            say(why, whylen, "no such process: %s%ld", "", (long)pid);
+            return LL_E_NOPROC;
+        }
+        if (err) {
+            say(why, whylen, "cannot read the interpreter state of process %s%ld", "", (long)pid);
+            return LL_E_NOTPY;
+        }
+        char reason[400] = "";
+        int rc2 = ll_layout_from_debug_offsets(table, want, info->minor, info, reason,
+                                               sizeof reason);
+        if (rc2) {
+            if (why && whylen) snprintf(why, whylen, "process %ld: %s", (long)pid, reason);
+            return rc2;
+        }
     }
     uint64_t probe;
     int err = ll_mem_read_raw(pid, info->runtime, &probe, sizeof probe);

@@ -42,15 +42,26 @@ typedef struct {
 size_t ll_decode_linetable(int minor, long firstline, const uint8_t *t, size_t n,
                            LLLinePoint *out, size_t cap);
 
-enum { LL_E_NOPROC = 1, LL_E_PERM = 2, LL_E_NOTPY = 3, LL_E_VERSION = 4 };
+enum { LL_E_NOPROC = 1, LL_E_PERM = 2, LL_E_NOTPY = 3, LL_E_VERSION = 4, LL_E_LAYOUT = 5 };
+/* Where the layout came from: the compiled table alone (3.10-3.12), or the target's own
+ * _Py_DebugOffsets table with the compiled one for what it does not publish (3.13+). */
+enum { LL_LAYOUT_COMPILED = 0, LL_LAYOUT_PUBLISHED = 1 };
 typedef struct {
     int minor;
     uint64_t runtime;   /* address of _PyRuntime */
     uint64_t code_type; /* address of PyCode_Type */
     char path[4096];    /* the file that holds them */
+    LLLayout layout;    /* the offsets to read it with */
+    int source;         /* LL_LAYOUT_* */
+    int published;      /* how many of layout's fields the target's table gave */
+    char warning[256];  /* a one-line warning for the user ("" if none) */
 } LLPyInfo;
 int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen); /* 0 or LL_E_* */
-const LLLayout *ll_layout(int minor);
+const LLLayout *ll_layout(int minor); /* the compiled table for 3.minor, or NULL */
+/* The layout from a _Py_DebugOffsets table (`table`, `n` bytes, read from the target) over the
+ * compiled one; 0, or LL_E_* with a one-line reason in `why`. */
+int ll_layout_from_debug_offsets(const uint8_t *table, size_t n, int minor, LLPyInfo *info,
+                                 char *why, size_t whylen);
 int ll_pthread_tid_offset(void); /* -1 if unknown */
 
 #endif

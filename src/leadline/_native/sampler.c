@@ -26,7 +26,12 @@
 #include "leadline.h"
 #include "procmem.h"
 
-#define LL_OWNED_BY_CSTACK 3
+/* A frame whose owner is at least this is not a Python function's: 3.12/3.13 FRAME_OWNED_BY_CSTACK
+ * (3), 3.14+ FRAME_OWNED_BY_INTERPRETER (3) and FRAME_OWNED_BY_CSTACK (4); 3.11 has none. */
+#define LL_FIRST_OWNER_NOT_PYTHON 3
+/* 3.14+ keep what a frame runs as a _PyStackRef: the object's address with tag bits in the low
+ * bits (objects are at least 8-byte aligned, so clearing them is right on every version). */
+#define LL_STACKREF_TAGS ((uint64_t)7)
 #define LL_MAX_THREADS_PER_TICK 512
 #define LL_MAX_STR 4096
 #define LL_SCAN_NS 100000000u   /* look for new child processes every 100 ms */
@@ -35,7 +40,7 @@
  * between reading the pointer to it and reading it (a system call apart): such a walk is read
  * again, at most this many times in all, before the sample counts as torn. */
 #define LL_WALK_ATTEMPTS 4
-#define LL_MAX_CODE_SIZE 256 /* sizeof(PyCodeObject) is 176-208 bytes in 3.10-3.13 */
+#define LL_MAX_CODE_SIZE 256 /* sizeof(PyCodeObject) is 176-216 bytes in 3.10-3.15 */
 
 enum { SF_IDLE = 1, SF_RSS = 2, SF_TRUNCATED = 4 };
 
@@ -58,7 +63,7 @@ typedef struct {
 
 typedef struct {
     pid_t pid;
-    const LLLayout *L;
+    LLLayout layout; /* the offsets this target is read with (LLPyInfo.layout) */
     uint64_t runtime, code_type;
     LLMem mem;
     int statm_fd;
@@ -258,7 +263,7 @@ static int32_t rd32(const uint8_t *b, int off) {
 
 static void define_func(Sampler *S, Target *T, uint32_t id, uint64_t filename, uint64_t name,
                         long firstline, uint64_t linetable) {
-    const LLLayout *L = T->L;
+    const LLLayout *L = &T->layout;
     char *text = malloc(LL_MAX_STR * 4 + 1);
     if (!text) return;
     long n = ll_read_str(&T->mem, L, filename, text, LL_MAX_STR * 4 + 1);
@@ -309,7 +314,7 @@ static size_t code_hash(uint64_t addr, size_t cap) {
  * UINT32_MAX: out of memory. */
 static uint32_t code_func(Sampler *S, Target *T, uint64_t code, const uint8_t *cb,
                           int64_t *units) {
-    const LLLayout *L = T->L;
+    const LLLayout *L = &T->layout;
     if (rd64(cb, 8) != T->code_type) return 0;
     uint64_t filename = rd64(cb, L->code_filename);
     uint64_t name = rd64(cb, L->code_qualname >= 0 ? L->code_qualname : L->code_name);
@@ -482,7 +487,7 @@ static int live_frame(const LLLayout *L, const uint8_t *fb, uint64_t prev, int i
  * (through the page cache: 3.11+ frames sit next to each other), then the code objects they
  * run, all in one system call, then the checks. */
 static int walk(Sampler *S, Target *T, uint64_t frame, int *n, int *truncated) {
-    const LLLayout *L = T->L;
+    const LLLayout *L = &T->layout;
     int need = L->frame_previous;
     if (L->frame_code > need) need = L->frame_code;
     if (L->frame_instr > need) need = L->frame_instr;
@@ -509,10 +514,11 @@ static int walk(Sampler *S, Target *T, uint64_t frame, int *n, int *truncated) {
         if (!visit(S, frame)) return WALK_TORN; /* a cycle: frames were reused under us */
         if ((size_t)need > sizeof fb || ll_mem_read(&T->mem, frame, fb, (size_t)need))
             return WALK_TORN;
-        uint64_t code = rd64(fb, L->frame_code), prev = rd64(fb, L->frame_previous);
+        uint64_t code = rd64(fb, L->frame_code) & ~LL_STACKREF_TAGS;
+        uint64_t prev = rd64(fb, L->frame_previous);
         if (!live_frame(L, fb, prev, innermost)) return WALK_TORN;
         frame = prev;
-        if (L->frame_owner >= 0 && fb[L->frame_owner] == LL_OWNED_BY_CSTACK) continue;
+        if (L->frame_owner >= 0 && fb[L->frame_owner] >= LL_FIRST_OWNER_NOT_PYTHON) continue;
         if (!code) {
             if (L->minor < 13) return WALK_TORN;
             continue;
@@ -563,7 +569,7 @@ static int walk(Sampler *S, Target *T, uint64_t frame, int *n, int *truncated) {
 }
 
 static uint64_t top_frame(Target *T, const uint8_t *ts, int *ok) {
-    const LLLayout *L = T->L;
+    const LLLayout *L = &T->layout;
     uint64_t f = rd64(ts, L->tstate_frame);
     if (L->cframe_current_frame >= 0 && f) {
         uint64_t cur = 0;
@@ -606,7 +612,7 @@ static void emit(Sampler *S, uint64_t t, const Pending *p, uint64_t now) {
 /* ---- one tick of one process ---- */
 
 static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
-    const LLLayout *L = T->L;
+    const LLLayout *L = &T->layout;
     ll_mem_forget(&T->mem);
     uint64_t interp = 0, tstate = 0;
     int err = ll_mem_read(&T->mem, T->runtime + (uint64_t)L->runtime_interpreters_head, &interp, 8);
@@ -724,7 +730,7 @@ static int add_target(Sampler *S, pid_t pid, const LLPyInfo *info) {
     Target *T = &S->targets[S->ntargets];
     memset(T, 0, sizeof *T);
     T->pid = pid;
-    T->L = ll_layout(info->minor);
+    T->layout = info->layout;
     T->runtime = info->runtime;
     T->code_type = info->code_type;
     T->statm_fd = -1;
@@ -801,7 +807,9 @@ static void scan_children(Sampler *S) {
         LLPyInfo info;
         if (ll_inspect(pid, &info, NULL, 0) != 0) continue;
         if (have) {
-            if (have->runtime == info.runtime && have->L == ll_layout(info.minor)) continue;
+            if (have->runtime == info.runtime &&
+                !memcmp(&have->layout, &info.layout, sizeof info.layout))
+                continue;
             close_target(have);
         }
         add_target(S, pid, &info);
@@ -936,6 +944,8 @@ static PyObject *inspect_error(int code, const char *why) {
     return NULL;
 }
 
+static PyObject *layout_dict(const LLLayout *L);
+
 PyObject *ll_inspect_process(PyObject *module, PyObject *args) {
     int pid;
     if (!PyArg_ParseTuple(args, "i", &pid)) return NULL;
@@ -944,9 +954,53 @@ PyObject *ll_inspect_process(PyObject *module, PyObject *args) {
     int rc;
     Py_BEGIN_ALLOW_THREADS rc = ll_inspect((pid_t)pid, &info, why, sizeof why);
     Py_END_ALLOW_THREADS if (rc) return inspect_error(rc, why);
-    return Py_BuildValue("{s:i,s:K,s:K,s:s}", "minor", info.minor, "runtime",
-                         (unsigned long long)info.runtime, "code_type",
-                         (unsigned long long)info.code_type, "path", info.path);
+    PyObject *offsets = layout_dict(&info.layout);
+    const LLLayout *c = ll_layout(info.minor);
+    PyObject *compiled = c ? layout_dict(c) : Py_NewRef(Py_None);
+    PyObject *out = NULL;
+    if (offsets && compiled)
+        out = Py_BuildValue(
+            "{s:i,s:K,s:K,s:s,s:s,s:i,s:s,s:O,s:O}", "minor", info.minor, "runtime",
+            (unsigned long long)info.runtime, "code_type", (unsigned long long)info.code_type,
+            "path", info.path, "layout_source",
+            info.source == LL_LAYOUT_PUBLISHED ? "published" : "compiled", "published",
+            info.published, "warning", info.warning, "offsets", offsets, "compiled", compiled);
+    Py_XDECREF(offsets);
+    Py_XDECREF(compiled);
+    return out;
+}
+
+/* {field: offset} of a layout, for tests and diagnostics. */
+static PyObject *layout_dict(const LLLayout *L) {
+    PyObject *d = PyDict_New();
+    const int *v = (const int *)L;
+    for (size_t i = 1; d && i < sizeof ll_layout_names / sizeof ll_layout_names[0]; i++) {
+        PyObject *n = PyLong_FromLong(v[i]);
+        if (!n || PyDict_SetItemString(d, ll_layout_names[i], n)) Py_CLEAR(d);
+        Py_XDECREF(n);
+    }
+    return d;
+}
+
+/* layout_from_debug_offsets(table: bytes, minor) -> {offsets, published, warning}: what the
+ * sampler makes of a _Py_DebugOffsets table (for tests of damaged and newer tables). */
+PyObject *ll_layout_from_table(PyObject *module, PyObject *args) {
+    Py_buffer b;
+    int minor;
+    if (!PyArg_ParseTuple(args, "y*i", &b, &minor)) return NULL;
+    LLPyInfo info;
+    memset(&info, 0, sizeof info);
+    info.minor = minor;
+    char why[512] = "";
+    int rc = ll_layout_from_debug_offsets(b.buf, (size_t)b.len, minor, &info, why, sizeof why);
+    PyBuffer_Release(&b);
+    if (rc) return inspect_error(rc, why);
+    PyObject *offsets = layout_dict(&info.layout);
+    if (!offsets) return NULL;
+    PyObject *out = Py_BuildValue("{s:O,s:i,s:s}", "offsets", offsets, "published",
+                                  info.published, "warning", info.warning);
+    Py_DECREF(offsets);
+    return out;
 }
 
 PyObject *ll_line_table(PyObject *module, PyObject *args) {
