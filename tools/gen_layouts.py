@@ -212,7 +212,12 @@ def render(tables: Tables) -> str:
         "    int minor;",
     ]
     out += [f"    int {name};" for name, _ in DEBUG_HEADER]
-    out += ["    LLLayout at;", "} LLDebugSlots;", "", "static const LLDebugSlots ll_debug_slots[] = {"]
+    out += [
+        "    LLLayout at;",
+        "} LLDebugSlots;",
+        "",
+        "static const LLDebugSlots ll_debug_slots[] = {",
+    ]
     for minor in sorted(debug):
         head = ", ".join(f".{n} = {debug[minor][n]}" for n, _ in DEBUG_HEADER)
         vals = ", ".join(f".{n} = {debug[minor][n]}" for n in NAMES)
@@ -248,10 +253,15 @@ def main(argv: list[str]) -> int:
         minor, values, dbg = measure(sys.executable)
         layouts, debug = parse_header()
         if layouts.get(minor) != values:
-            print(f"layouts.h disagrees with this Python 3.{minor}: {layouts.get(minor)} != {values}")
+            print(
+                f"layouts.h disagrees with this Python 3.{minor}: {layouts.get(minor)} != {values}"
+            )
             return 1
         if debug.get(minor) != dbg:
-            print(f"layouts.h's debug slots disagree with Python 3.{minor}: {debug.get(minor)} != {dbg}")
+            print(
+                f"layouts.h's debug slots disagree with Python 3.{minor}: "
+                f"{debug.get(minor)} != {dbg}"
+            )
             return 1
         print(f"layouts.h agrees with Python 3.{minor} ({sysconfig.get_paths()['include']})")
         return 0

@@ -187,6 +187,8 @@ def attach(
         info = _native.inspect_process(pid)
     except (ProcessLookupError, PermissionError, ValueError) as e:
         raise LeadlineError(str(e)) from None
+    if info["warning"]:
+        print(f"leadline: warning: {info['warning']}", file=sys.stderr)
     argv = _cmdline(pid)
     out = Path(path) if path is not None else default_output(Path(argv[0]).name or "pid", "attach")
     fd = open_capture(out)

@@ -27,7 +27,7 @@ def _pid(text: str) -> int:
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "attach",
-        help="sample a running Python process (3.10-3.13) without stopping it",
+        help="sample a running Python process (3.10-3.15) without stopping it",
         description="Sample the Python stacks of all threads of a running process until it "
         "exits, --duration passes, or Ctrl-C.  Needs ptrace permission over the process.",
     )

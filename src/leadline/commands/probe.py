@@ -15,8 +15,8 @@ from ..probe import ProbeRecorder, ProbeResult, Probes, parse_count, parse_ratio
 from ._target import add_target_arguments
 
 ATTACH_NEEDS = (
-    "--pid: counting in a running process needs code loaded into it, which CPython allows "
-    "from 3.14 on (sys.remote_exec); for {version} start the program under "
+    "--pid: counting in a running process needs code loaded into it (sys.remote_exec, 3.14+), "
+    "which leadline does not do yet; start the program under "
     "`leadline probe --count ... -- script.py`"
 )
 
@@ -80,8 +80,7 @@ def _report(result: ProbeResult, args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.pid is not None:
-        version = ".".join(map(str, sys.version_info[:2]))
-        raise LeadlineError(ATTACH_NEEDS.format(version=f"Python {version}"))
+        raise LeadlineError(ATTACH_NEEDS)
     if not args.count:
         raise LeadlineError("nothing to count: give at least one --count NAME=SPEC")
     if args.duration is not None and args.duration <= 0:
