@@ -17,6 +17,7 @@ GOALS := $(or $(MAKECMDGOALS),all)
 $(GOALS):
 	@tools/ensure-python $(PY) >/dev/null
 	@$(if $(filter test,$@),tools/ensure-speedscope-schema >/dev/null)
+	@$(if $(filter test-fleet bench-agent,$@),sh tools/build_pyroscope.sh >/dev/null)
 	tools/in-root $(MAKE) --no-print-directory $@ PY=$(PY) VENV=$(VENV) PYTEST_ARGS='$(PYTEST_ARGS)'
 else
 ifneq ($(filter 3.10 3.11 3.12 3.13 3.14 3.15,$(PY)),)

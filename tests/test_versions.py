@@ -94,20 +94,59 @@ def test_a_damaged_table_is_refused_in_one_line() -> None:
 
 
 @pytest.mark.skipif(not HAS_TABLE, reason="_Py_DebugOffsets exists from 3.13 on")
+def test_an_offset_beyond_its_structs_stated_size_is_refused() -> None:
+    info = _native.inspect_process(os.getpid())
+    table = bytearray(read_table(os.getpid(), info["runtime"]))
+    # runtime_state: size at 24, interpreters_head at 40; the head is past a 16-byte struct.
+    table[24:32] = struct.pack("<Q", 16)
+    with pytest.raises(ValueError, match="damaged.*in a struct of 16"):
+        _native.layout_from_debug_offsets(bytes(table), MINOR)
+
+
+@pytest.mark.skipif(MINOR != 15, reason="the newest table layout leadline knows is 3.15's")
 def test_a_newer_minor_is_read_with_its_published_offsets_and_a_warning() -> None:
     info = _native.inspect_process(os.getpid())
     table = bytearray(read_table(os.getpid(), info["runtime"]))
     newer = MINOR + 10
     table[8:16] = struct.pack("<Q", (3 << 24) | (newer << 16) | 0xF0)
-    # A layout that moved: the table says where the fields are now.
+    # A field that moved in the newer version: the table says where it is now.
     moved = int.from_bytes(table[40:48], "little") + 8
-    if MINOR == 15:  # the newest leadline knows: its table layout is the one assumed
-        table[40:48] = struct.pack("<Q", moved)
+    table[40:48] = struct.pack("<Q", moved)
     got = _native.layout_from_debug_offsets(bytes(table), newer)
     assert "newer than any leadline knows" in got["warning"]
     assert f"3.{newer}" in got["warning"]
-    if MINOR == 15:
-        assert got["offsets"]["runtime_interpreters_head"] == moved
+    assert got["offsets"]["runtime_interpreters_head"] == moved
+    assert got["offsets"]["code_filename"] == info["compiled"]["code_filename"]
+
+
+def test_attach_reads_a_debug_build(tmp_path: Path) -> None:
+    """A debug build (Py_DEBUG) of the running version, where one is installed (Debian's
+    python3.X-dbg): from 3.13 on it is read with the offsets it publishes, before refused."""
+    exe = shutil.which(f"python3.{MINOR}d")
+    if exe is None:
+        pytest.skip(f"no debug build python3.{MINOR}d here")
+    script = tmp_path / "busy.py"
+    script.write_text(
+        "import time\ndef hot():\n    s = 0\n    for i in range(10**5): s += i\n    return s\n"
+        "print(flush=True)\nend = time.time() + 30\nwhile time.time() < end: hot()\n"
+    )
+    p = subprocess.Popen([exe, str(script)], stdout=subprocess.PIPE)
+    try:
+        assert p.stdout is not None
+        p.stdout.readline()
+        out = tmp_path / "dbg.lead"
+        r = leadline("attach", str(p.pid), "--duration", "2", "-o", out, cwd=tmp_path)
+        info = _native.inspect_process(p.pid) if HAS_TABLE else None
+    finally:
+        p.kill()
+        p.wait()
+    if not HAS_TABLE:
+        assert r.returncode == 2 and "debug build" in r.stderr, r.stderr
+        return
+    assert r.returncode == 0, r.stderr
+    assert info is not None and info["layout_source"] == "published"
+    hot = [f for f in report(out, tmp_path)["functions"] if f["name"] == "hot"]
+    assert hot and hot[0]["total_pct"] > 50
 
 
 def fake_python(tmp_path: Path, name: str, runtime: bytes, version_hex: int) -> Path:

@@ -100,6 +100,7 @@ DEBUG_SLOTS: list[tuple[str, str, int, int]] = [
     ("bytes_sval", "bytes_object.ob_sval", 13, 15),
 ]
 # The table's own header: its size, and where the version and the free-threading flag are.
+# Each section of the table also states the size of its struct, which bounds its offsets.
 DEBUG_HEADER: list[tuple[str, str]] = [
     ("table_size", "sizeof(_Py_DebugOffsets)"),
     ("version", "offsetof(_Py_DebugOffsets, version)"),
@@ -162,6 +163,12 @@ def measure(python: str) -> tuple[int, dict[str, int], dict[str, int] | None]:
             for name, member, lo, hi in DEBUG_SLOTS
             if lo <= minor <= hi
         ]
+        lines += [
+            f'    printf("bound.{name} %zu\\n", offsetof(_Py_DebugOffsets, '
+            f"{member.split('.')[0]}.size));"
+            for name, member, lo, hi in DEBUG_SLOTS
+            if lo <= minor <= hi
+        ]
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "probe.c"
         exe = Path(tmp) / "probe"
@@ -175,9 +182,12 @@ def measure(python: str) -> tuple[int, dict[str, int], dict[str, int] | None]:
     dbg: dict[str, int] | None = None
     if minor >= FIRST_DEBUG_MINOR:
         dbg = {name: -1 for name in [h[0] for h in DEBUG_HEADER] + NAMES}
+        dbg.update({f"bound.{name}": -1 for name in NAMES})
     for line in out.splitlines():
         name, value = line.split()
-        if name.startswith("dbg.") and dbg is not None:
+        if name.startswith("bound.") and dbg is not None:
+            dbg[name] = int(value)
+        elif name.startswith("dbg.") and dbg is not None:
             dbg[name[4:]] = int(value)
         else:
             values[name] = int(value)
@@ -214,6 +224,7 @@ def render(tables: Tables) -> str:
     out += [f"    int {name};" for name, _ in DEBUG_HEADER]
     out += [
         "    LLLayout at;",
+        "    LLLayout bound; /* where the table states the size of the field's struct */",
         "} LLDebugSlots;",
         "",
         "static const LLDebugSlots ll_debug_slots[] = {",
@@ -221,7 +232,11 @@ def render(tables: Tables) -> str:
     for minor in sorted(debug):
         head = ", ".join(f".{n} = {debug[minor][n]}" for n, _ in DEBUG_HEADER)
         vals = ", ".join(f".{n} = {debug[minor][n]}" for n in NAMES)
-        out.append(f"    {{.minor = {minor}, {head}, .at = {{.minor = {minor}, {vals}}}}},")
+        bounds = ", ".join(f".{n} = {debug[minor]['bound.' + n]}" for n in NAMES)
+        out.append(
+            f"    {{.minor = {minor}, {head}, .at = {{.minor = {minor}, {vals}}}, "
+            f".bound = {{.minor = {minor}, {bounds}}}}},"
+        )
     out += ["};", "", "#endif"]
     # Keep lines short for the C formatter's taste.
     wrapped: list[str] = []
@@ -242,9 +257,14 @@ def parse_header() -> Tables:
         fields = dict(re.findall(r"\.?(\w+) = (-?\d+)", ".minor = " + body))
         layouts[int(fields["minor"])] = {k: int(v) for k, v in fields.items() if k != "minor"}
     debug: dict[int, dict[str, int]] = {}
-    for body in re.findall(r"\{\.minor = (\d+), (.*?)\}\}", debug_part):
-        fields = dict(re.findall(r"\.?(\w+) = (-?\d+)", body[1]))
-        debug[int(body[0])] = {k: int(v) for k, v in fields.items() if k != "minor"}
+    for minor, head, at, bound in re.findall(
+        r"\{\.minor = (\d+), (.*?), \.at = \{(.*?)\}, \.bound = \{(.*?)\}\}", debug_part
+    ):
+        fields = {k: int(v) for k, v in re.findall(r"\.?(\w+) = (-?\d+)", head + ", " + at)}
+        fields.update({f"bound.{k}": int(v) for k, v in re.findall(r"\.?(\w+) = (-?\d+)", bound)})
+        fields.pop("minor", None)
+        fields.pop("bound.minor", None)
+        debug[int(minor)] = fields
     return layouts, debug
 
 

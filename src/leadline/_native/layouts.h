@@ -132,6 +132,7 @@ typedef struct {
     int version;
     int free_threaded;
     LLLayout at;
+    LLLayout bound; /* where the table states the size of the field's struct */
 } LLDebugSlots;
 
 static const LLDebugSlots ll_debug_slots[] = {
@@ -143,7 +144,15 @@ static const LLDebugSlots ll_debug_slots[] = {
       .frame_gen = -1, .frame_owner = 264, .code_filename = 280, .code_name = 288,
       .code_qualname = 296, .code_firstlineno = 312, .code_linetable = 304, .code_adaptive = 344,
       .code_size = 272, .unicode_state = 544, .unicode_length = 552, .unicode_ascii_size = 560,
-      .unicode_compact_size = -1, .bytes_size = 520, .bytes_sval = 528}},
+      .unicode_compact_size = -1, .bytes_size = 520, .bytes_sval = 528}, .bound = {.minor = 13,
+      .runtime_interpreters_head = 24, .interp_next = 48, .interp_threads_head = 48,
+      .tstate_next = 152, .tstate_thread_id = 152, .tstate_native_thread_id = 152,
+      .tstate_frame = 152, .cframe_current_frame = -1, .frame_previous = 224, .frame_code = 224,
+      .frame_instr = 224, .frame_size = 224, .frame_refcnt = -1, .frame_state = -1,
+      .frame_gen = -1, .frame_owner = 224, .code_filename = 272, .code_name = 272,
+      .code_qualname = 272, .code_firstlineno = 272, .code_linetable = 272, .code_adaptive = 272,
+      .code_size = 272, .unicode_state = 536, .unicode_length = 536, .unicode_ascii_size = 536,
+      .unicode_compact_size = -1, .bytes_size = 512, .bytes_sval = 512}},
     {.minor = 14, .table_size = 760, .version = 8, .free_threaded = 16, .at = {.minor = 14,
       .runtime_interpreters_head = 40, .interp_next = 64, .interp_threads_head = 72,
       .tstate_next = 192, .tstate_thread_id = 216, .tstate_native_thread_id = 224,
@@ -152,7 +161,15 @@ static const LLDebugSlots ll_debug_slots[] = {
       .frame_gen = -1, .frame_owner = 288, .code_filename = 320, .code_name = 328,
       .code_qualname = 336, .code_firstlineno = 352, .code_linetable = 344, .code_adaptive = 384,
       .code_size = 312, .unicode_state = 624, .unicode_length = 632, .unicode_ascii_size = 640,
-      .unicode_compact_size = -1, .bytes_size = 600, .bytes_sval = 608}},
+      .unicode_compact_size = -1, .bytes_size = 600, .bytes_sval = 608}, .bound = {.minor = 14,
+      .runtime_interpreters_head = 24, .interp_next = 48, .interp_threads_head = 48,
+      .tstate_next = 176, .tstate_thread_id = 176, .tstate_native_thread_id = 176,
+      .tstate_frame = 176, .cframe_current_frame = -1, .frame_previous = 248, .frame_code = 248,
+      .frame_instr = 248, .frame_size = 248, .frame_refcnt = -1, .frame_state = -1,
+      .frame_gen = -1, .frame_owner = 248, .code_filename = 312, .code_name = 312,
+      .code_qualname = 312, .code_firstlineno = 312, .code_linetable = 312, .code_adaptive = 312,
+      .code_size = 312, .unicode_state = 616, .unicode_length = 616, .unicode_ascii_size = 616,
+      .unicode_compact_size = -1, .bytes_size = 592, .bytes_sval = 592}},
     {.minor = 15, .table_size = 888, .version = 8, .free_threaded = 16, .at = {.minor = 15,
       .runtime_interpreters_head = 40, .interp_next = 64, .interp_threads_head = 72,
       .tstate_next = 192, .tstate_thread_id = 240, .tstate_native_thread_id = 248,
@@ -161,7 +178,15 @@ static const LLDebugSlots ll_debug_slots[] = {
       .frame_gen = -1, .frame_owner = 352, .code_filename = 384, .code_name = 392,
       .code_qualname = 400, .code_firstlineno = 416, .code_linetable = 408, .code_adaptive = 448,
       .code_size = 376, .unicode_state = 720, .unicode_length = 728, .unicode_ascii_size = 736,
-      .unicode_compact_size = 744, .bytes_size = 696, .bytes_sval = 704}},
+      .unicode_compact_size = 744, .bytes_size = 696, .bytes_sval = 704}, .bound = {.minor = 15,
+      .runtime_interpreters_head = 24, .interp_next = 48, .interp_threads_head = 48,
+      .tstate_next = 176, .tstate_thread_id = 176, .tstate_native_thread_id = 176,
+      .tstate_frame = 176, .cframe_current_frame = -1, .frame_previous = 312, .frame_code = 312,
+      .frame_instr = 312, .frame_size = 312, .frame_refcnt = -1, .frame_state = -1,
+      .frame_gen = -1, .frame_owner = 312, .code_filename = 376, .code_name = 376,
+      .code_qualname = 376, .code_firstlineno = 376, .code_linetable = 376, .code_adaptive = 376,
+      .code_size = 376, .unicode_state = 712, .unicode_length = 712, .unicode_ascii_size = 712,
+      .unicode_compact_size = 712, .bytes_size = 688, .bytes_sval = 688}},
 };
 
 #endif

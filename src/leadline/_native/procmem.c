@@ -409,18 +409,21 @@ int ll_layout_from_debug_offsets(const uint8_t *table, size_t n, int minor, LLPy
     info->layout = *base;
     info->layout.minor = minor;
     int *out = (int *)&info->layout;
-    const int *at = (const int *)&slots->at;
+    const int *at = (const int *)&slots->at, *bound = (const int *)&slots->bound;
     int published = 0;
     for (int i = 1; i < LL_LAYOUT_INTS; i++) {
         if (at[i] < 0) continue;
-        uint64_t v;
+        uint64_t v, size = LL_MAX_OFFSET;
         memcpy(&v, table + at[i], 8);
-        if (v >= LL_MAX_OFFSET) {
+        /* Each section of the table states the size of its struct: an offset must lie in it
+         * (or be it, for the sizes the sampler reads). */
+        if (bound[i] >= 0) memcpy(&size, table + bound[i], 8);
+        if (v >= LL_MAX_OFFSET || v > size) {
             if (why && whylen)
                 snprintf(why, whylen,
                          "the interpreter's debug offsets (_Py_DebugOffsets) are damaged: an "
-                         "offset of %llu bytes at byte %d of the table",
-                         (unsigned long long)v, at[i]);
+                         "offset of %llu bytes at byte %d of the table, in a struct of %llu",
+                         (unsigned long long)v, at[i], (unsigned long long)size);
             return LL_E_LAYOUT;
         }
         out[i] = (int)v;
