@@ -347,7 +347,7 @@ def started(*cmd: str, ready: bool = True) -> Iterator[subprocess.Popen[str]]:
         proc.wait()
 
 
-@pytest.mark.parametrize("minor", [10, 11, 12, 13])
+@pytest.mark.parametrize("minor", [10, 11, 12, 13, 14, 15])
 def test_attach_to_independent_process(tmp_path: Path, minor: int) -> None:
     exe = interpreter(f"3.{minor}")
     script = tmp_path / "target.py"

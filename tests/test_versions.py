@@ -99,7 +99,7 @@ def test_an_offset_beyond_its_structs_stated_size_is_refused() -> None:
     table = bytearray(read_table(os.getpid(), info["runtime"]))
     # runtime_state: size at 24, interpreters_head at 40; the head is past a 16-byte struct.
     table[24:32] = struct.pack("<Q", 16)
-    with pytest.raises(ValueError, match="damaged.*in a struct of 16"):
+    with pytest.raises(ValueError, match=r"damaged.*in a struct of 16"):
         _native.layout_from_debug_offsets(bytes(table), MINOR)
 
 
@@ -149,9 +149,11 @@ def test_attach_reads_a_debug_build(tmp_path: Path) -> None:
     assert hot and hot[0]["total_pct"] > 50
 
 
-def fake_python(tmp_path: Path, name: str, runtime: bytes, version_hex: int) -> Path:
+def fake_python(
+    tmp_path: Path, name: str, runtime: bytes, version_hex: int, extra: str = ""
+) -> Path:
     """A C program named like a Python executable, exporting the three symbols the sampler
-    looks for, `_PyRuntime` holding `runtime`; it waits until killed."""
+    looks for, `_PyRuntime` holding `runtime` (and `extra` C); it waits until killed."""
     gcc = shutil.which("gcc")
     if gcc is None:
         pytest.skip("gcc is needed to build the fake target")
@@ -166,6 +168,7 @@ def fake_python(tmp_path: Path, name: str, runtime: bytes, version_hex: int) -> 
             unsigned char _PyRuntime[{len(runtime)}] = {{{body}}};
             __attribute__((used)) unsigned char PyCode_Type[256];
             __attribute__((used)) const unsigned long Py_Version = {version_hex:#x}UL;
+            {extra}
             int main(void) {{
                 puts("ready");
                 fflush(stdout);
@@ -219,6 +222,14 @@ def test_attach_refuses_a_damaged_table(tmp_path: Path) -> None:
     exe = fake_python(tmp_path, "python3.14", table_for(14, cookie=b"notdebug"), 0x030E00F0)
     line = attach_refused(exe, tmp_path)
     assert "damaged" in line and "_Py_DebugOffsets" in line
+
+
+def test_attach_refuses_a_debug_build_before_3_13(tmp_path: Path) -> None:
+    # Only Py_REF_DEBUG builds define _Py_NegativeRefcount; 3.12 publishes no offsets.
+    extra = "__attribute__((used)) void _Py_NegativeRefcount(void) {}"
+    exe = fake_python(tmp_path, "python3.12", bytes(64), 0x030C00F0, extra)
+    line = attach_refused(exe, tmp_path)
+    assert "debug build of Python 3.12" in line
 
 
 def test_attach_refuses_an_old_unsupported_version(tmp_path: Path) -> None:
