@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections import OrderedDict
 from pathlib import Path
@@ -271,7 +272,10 @@ print("ticks", n > 0)
         (["--count", "x"], "expected NAME=FILE:LINE or NAME=module:qualname"),
         (["--count", "x=lrucache.py:11", "--ratio", "x/y"], "no probe named 'y'"),
         (["--count", "x=lrucache.py:11", "--ratio", "__import__('os')"], "only probe names"),
-        (["--count", "x=lrucache.py:11", "--pid", "1"], "needs code loaded into it"),
+        (
+            ["--count", "x=lrucache.py:11", "--pid", "1"],
+            "needs code loaded into it" if sys.version_info < (3, 14) else "give no program to run",
+        ),
         ([], "nothing to count"),
     ],
 )
@@ -282,6 +286,155 @@ def test_probe_errors_are_one_line(tmp_path: Path, args: list[str], message: str
     assert message in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "Traceback" not in r.stderr
+
+
+# A program already running when the probe starts: lrucache is imported and `cache` made; it
+# runs the key sequence (two threads, as APP) once `go` exists, and ends once `stop` exists.
+RUNNING = """\
+import os
+import sys
+import threading
+import time
+
+import lrucache
+
+
+def keys():
+    return [(i * 7 + (i // 13)) % 23 for i in range(3000)]
+
+
+def run(cache):
+    for k in keys():
+        cache.get(k)
+
+
+def wait_for(name):
+    while not os.path.exists(name):
+        time.sleep(0.005)
+
+
+cache = lrucache.LRU(8)
+print("ready", flush=True)
+wait_for("go")
+t = threading.Thread(target=run, args=(cache,))
+t.start()
+t.join()
+run(cache)
+print("done", flush=True)
+if sys.argv[1:] == ["wait"]:
+    wait_for("stop")
+print("bye", flush=True)
+"""
+
+REMOTE = pytest.mark.skipif(sys.version_info < (3, 14), reason="sys.remote_exec is 3.14+")
+
+
+def _start_running(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    write(tmp_path, "lrucache.py", CACHE)
+    script = write(tmp_path, "running.py", RUNNING)
+    p = subprocess.Popen(
+        [sys.executable, str(script), *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    return p
+
+
+def _probe_pid(tmp_path: Path, pid: int, *opts: str) -> subprocess.Popen[str]:
+    counts = ["--count", "hit=lrucache.py:11", "--count", "miss=lrucache.py:13"]
+    counts += ["--count", "get=lrucache:LRU.get", "--ratio", "hit/(hit+miss)"]
+    env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(tmp_path)}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "leadline", "probe", "--pid", str(pid), *counts, "--json", *opts],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert p.stderr is not None
+    line = p.stderr.readline()
+    assert line.startswith(f"leadline: counting in process {pid}"), line + p.stderr.read()
+    return p
+
+
+@REMOTE
+def test_probe_pid_counts_exactly_in_a_running_process(tmp_path: Path) -> None:
+    target = _start_running(tmp_path, "wait")
+    try:
+        probe = _probe_pid(tmp_path, target.pid, "--duration", "3")
+        (tmp_path / "go").touch()
+        assert target.stdout is not None and target.stdout.readline() == "done\n"
+        out, err = probe.communicate(timeout=60)
+        assert probe.returncode == 0, err
+        (tmp_path / "stop").touch()
+        t_out, t_err = target.communicate(timeout=30)
+    finally:
+        target.kill()
+        target.wait()
+    data = json.loads(out)
+    hits, misses = expected(8)
+    assert data["counts"] == {"hit": hits, "miss": misses, "get": hits + misses}
+    assert data["ratios"]["hit/(hit+miss)"] == pytest.approx(hits / (hits + misses))
+    assert data["mechanism"] == "sys.monitoring local events"
+    assert 2.5 < data["seconds"] < 10
+    assert "hit" in err and "Traceback" not in err
+    # The program saw nothing: its own output only, and it ran on after the probe.
+    assert (t_out, t_err, target.returncode) == ("bye\n", "", 0)
+
+
+@REMOTE
+def test_probe_pid_reads_the_counts_a_program_leaves_at_exit(tmp_path: Path) -> None:
+    target = _start_running(tmp_path)
+    try:
+        probe = _probe_pid(tmp_path, target.pid)  # until the program ends
+        (tmp_path / "go").touch()
+        out, err = probe.communicate(timeout=60)
+        t_out, t_err = target.communicate(timeout=30)
+    finally:
+        target.kill()
+        target.wait()
+    assert probe.returncode == 0, err
+    hits, misses = expected(8)
+    assert json.loads(out)["counts"] == {"hit": hits, "miss": misses, "get": hits + misses}
+    assert (t_out, t_err, target.returncode) == ("done\nbye\n", "", 0)
+
+
+@REMOTE
+def test_probe_pid_errors_are_one_line(tmp_path: Path) -> None:
+    app(tmp_path)
+    base = ["probe", "--count", "x=lrucache.py:11", "--pid"]
+    r = leadline(*base, "999999999", cwd=tmp_path)
+    assert r.returncode == 2 and "no such process" in r.stderr
+    r = leadline(*base, "1", cwd=tmp_path)  # init: not a Python process
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    # A Python whose main thread never runs Python code again: told why, in one line.
+    blocked = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; print(flush=True); sys.stdin.read(); sum(range(9))",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert blocked.stdout is not None
+        blocked.stdout.readline()
+        r = leadline(*base, str(blocked.pid), cwd=tmp_path, timeout=60)
+        # When it does run Python again, the late script does nothing: no output, status 0.
+        out, err = blocked.communicate(b"", timeout=30)
+        assert (out, err, blocked.returncode) == (b"", b"", 0)
+    finally:
+        blocked.kill()
+        blocked.wait()
+    assert r.returncode == 2, r.stderr
+    assert "did not run leadline's code" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
 def test_parse_count_and_ratio_units(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -442,3 +442,212 @@ def write_json(result: ProbeResult, path: str) -> None:
         Path(path).write_text(json.dumps(result.to_json(), indent=1) + "\n", encoding="utf-8")
     except OSError as e:
         raise LeadlineError(f"cannot write {path}: {e.strerror}") from None
+
+
+# -- counting in a running process (3.14+: sys.remote_exec) -----------------------------------
+#
+# `leadline probe --pid PID` runs two tiny scripts in the target with sys.remote_exec (PEP 768):
+# the first starts a Probes session there (the code objects already loaded are found as for a
+# program started under leadline), the second stops it and writes the counts.  Both are run by
+# the target's main thread at its next safe point; they talk to the controller only through
+# files in a private directory, and never raise into the program.
+
+REMOTE_START = "started.json"
+REMOTE_RESULT = "result.json"
+REMOTE_ERROR = "error.txt"
+REMOTE_CANCELLED = "cancelled"  # a script that runs after the controller gave up does nothing
+_REMOTE_SESSION: Probes | None = None
+
+
+def remote_begin(session: str) -> None:
+    """In the target: start counting the probes of `session`/probes.json."""
+    global _REMOTE_SESSION
+    folder = Path(session)
+    try:
+        specs = json.loads((folder / "probes.json").read_text(encoding="utf-8"))
+        probes = Probes([ProbeSpec(**s) for s in specs])
+        probes.start()
+        _REMOTE_SESSION = probes
+        import atexit
+
+        atexit.register(remote_end, session)  # the counts, if the program ends first
+        _write_atomic(folder / REMOTE_START, {"pid": os.getpid(), "mechanism": MECHANISM})
+    except BaseException as e:  # the program must not see it
+        _write_error(folder, e)
+
+
+def remote_end(session: str) -> None:
+    """In the target: stop counting and write the counts."""
+    global _REMOTE_SESSION
+    folder = Path(session)
+    try:
+        probes, _REMOTE_SESSION = _REMOTE_SESSION, None
+        import atexit
+
+        atexit.unregister(remote_end)
+        if probes is None:
+            raise RuntimeError("no probe session is running in this process")
+        r = probes.stop()
+        out = {"seconds": r.seconds, "counts": r.counts, "mechanism": r.mechanism}
+        out["code_objects"] = {p.name: len(p.counters) for p in r.probes}
+        _write_atomic(folder / REMOTE_RESULT, out)
+    except BaseException as e:
+        _write_error(folder, e)
+
+
+def _write_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _write_error(folder: Path, e: BaseException) -> None:
+    try:
+        (folder / REMOTE_ERROR).write_text(f"{type(e).__name__}: {e}", encoding="utf-8")
+    except BaseException:
+        pass
+
+
+class RemoteProbes:
+    """The controller's side of `probe --pid`: start, wait, stop, read the counts."""
+
+    def __init__(
+        self, pid: int, probes: list[ProbeSpec], ratios: list[Ratio], timeout: float = 10.0
+    ) -> None:
+        self.pid = pid
+        self.probes = probes
+        self.ratios = ratios
+        self.timeout = timeout
+        import tempfile
+
+        self._dir = Path(tempfile.mkdtemp(prefix="leadline-probe-"))
+        self._pending = False  # a script was sent that the target has not run yet
+        if os.geteuid() == 0:  # root may probe another user's process: the folder is its
+            uid = _process_uid(pid)
+            if uid is not None and uid != 0:
+                os.chown(self._dir, uid, -1)
+
+    def _script(self, name: str, call: str) -> str:
+        """A script for the target: import this leadline (its folder appended to sys.path only
+        while importing) and call `call`(session)."""
+        pkg_parent = str(Path(__file__).resolve().parent.parent)
+        path = self._dir / name
+        path.write_text(
+            "def _leadline_probe():\n"
+            "    import os, sys\n"
+            f"    if os.path.exists({str(self._dir / REMOTE_CANCELLED)!r}): return\n"
+            f"    extra = {pkg_parent!r} not in sys.path\n"
+            f"    if extra: sys.path.append({pkg_parent!r})\n"
+            "    try:\n"
+            "        from leadline import probe\n"
+            "    except BaseException as e:\n"
+            f"        with open({str(self._dir / REMOTE_ERROR)!r}, 'w') as f:\n"
+            "            f.write(f'{type(e).__name__}: {e}')\n"
+            "        return\n"
+            "    finally:\n"
+            f"        if extra: sys.path.remove({pkg_parent!r})\n"
+            f"    probe.{call}({str(self._dir)!r})\n"
+            "_leadline_probe()\n"
+            "del _leadline_probe\n",
+            encoding="utf-8",
+        )
+        os.chmod(path, 0o644)
+        return str(path)
+
+    def _run(self, name: str, call: str, wait_for: str) -> dict[str, Any]:
+        try:
+            sys.remote_exec(self.pid, self._script(name, call))  # type: ignore[attr-defined]
+        except ProcessLookupError:
+            raise LeadlineError(f"no such process: {self.pid}") from None
+        except PermissionError:
+            raise LeadlineError(
+                f"not permitted to run code in process {self.pid}: sys.remote_exec needs ptrace "
+                "access to it (the same user, kernel.yama.ptrace_scope 0, or root)"
+            ) from None
+        except (OSError, RuntimeError, ValueError) as e:
+            raise LeadlineError(f"cannot run code in process {self.pid}: {e}") from None
+        self._pending = True
+        deadline = time.monotonic() + self.timeout
+        done = self._dir / wait_for
+        while time.monotonic() < deadline:
+            if done.exists():
+                self._pending = False
+                data: dict[str, Any] = json.loads(done.read_text(encoding="utf-8"))
+                return data
+            err = self._dir / REMOTE_ERROR
+            if err.exists():
+                self._pending = False
+                why = err.read_text(encoding="utf-8").strip().splitlines()
+                raise LeadlineError(f"process {self.pid}: {why[-1] if why else 'failed'}")
+            if not _alive(self.pid):
+                if done.exists():  # written at its exit
+                    continue
+                raise LeadlineError(f"process {self.pid} exited")
+            time.sleep(0.02)
+        raise LeadlineError(
+            f"process {self.pid} did not run leadline's code within {self.timeout:g} s: "
+            "sys.remote_exec runs it when the main thread next runs Python code (a main "
+            "thread blocked in C, or remote debugging disabled by -X disable_remote_debug or "
+            "PYTHON_DISABLE_REMOTE_DEBUG, never does)"
+        )
+
+    def start(self) -> str:
+        from dataclasses import asdict
+
+        specs = [{**asdict(p), "counters": []} for p in self.probes]
+        (self._dir / "probes.json").write_text(json.dumps(specs), encoding="utf-8")
+        started = self._run("begin.py", "remote_begin", REMOTE_START)
+        return str(started.get("mechanism", MECHANISM))
+
+    def stop(self) -> ProbeResult:
+        done = self._dir / REMOTE_RESULT
+        if not _alive(self.pid) and done.exists():  # it ended: the counts it wrote at exit
+            data: dict[str, Any] = json.loads(done.read_text(encoding="utf-8"))
+        else:
+            data = self._run("end.py", "remote_end", REMOTE_RESULT)
+        counts = {p.name: int(data["counts"].get(p.name, 0)) for p in self.probes}
+        for p in self.probes:  # the counters live in the target: their number is what is shown
+            p.counters = list(range(int(data.get("code_objects", {}).get(p.name, 0))))
+        return ProbeResult(
+            float(data["seconds"]),
+            counts,
+            {r.name: evaluate(r.tree, counts) for r in self.ratios},
+            self.probes,
+            {r.name: r.expr for r in self.ratios},
+            str(data.get("mechanism", MECHANISM)),
+        )
+
+    def ended(self) -> bool:
+        """The process has ended (its counts, written at exit, are there if it could)."""
+        return not _alive(self.pid)
+
+    def close(self) -> None:
+        """Remove the session's folder, unless the target may still run a script from it
+        later (its main thread was busy in C): then the script is told to do nothing, and the
+        folder stays for it to read."""
+        if self._pending and _alive(self.pid):
+            (self._dir / REMOTE_CANCELLED).touch()
+            return
+        import shutil
+
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _process_uid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 import threading
+import time
 from typing import Any
 
 from .. import runner
@@ -15,8 +16,8 @@ from ..probe import ProbeRecorder, ProbeResult, Probes, parse_count, parse_ratio
 from ._target import add_target_arguments
 
 ATTACH_NEEDS = (
-    "--pid: counting in a running process needs code loaded into it (sys.remote_exec, 3.14+), "
-    "which leadline does not do yet; start the program under "
+    "--pid: counting in a running process needs code loaded into it, which CPython allows "
+    "from 3.14 on (sys.remote_exec); for {version} start the program under "
     "`leadline probe --count ... -- script.py`"
 )
 
@@ -54,7 +55,12 @@ def register(sub: Any) -> None:
         metavar="S",
         help="count for S seconds only, then report (the program runs on, unprobed)",
     )
-    p.add_argument("--pid", type=int, help="count in a running process (see --help's note)")
+    p.add_argument(
+        "--pid",
+        type=int,
+        help="count in a running process instead (3.14+, the same Python version; until "
+        "--duration, Ctrl-C or its exit)",
+    )
     p.add_argument("-o", "--output", help="also write a capture: the counts and every mark")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("--json-output", metavar="FILE", help="write the result as JSON to FILE")
@@ -79,12 +85,12 @@ def _report(result: ProbeResult, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.pid is not None:
-        raise LeadlineError(ATTACH_NEEDS)
     if not args.count:
         raise LeadlineError("nothing to count: give at least one --count NAME=SPEC")
-    if args.duration is not None and args.duration <= 0:
+    if args.duration is not None and not args.duration > 0:
         raise LeadlineError("--duration must be positive")
+    if args.pid is not None:
+        return probe_process(args)
     target = runner.parse_target(args.program, args.module, args.code)
     main_file = target.value if target.kind == "script" else None
     specs = [parse_count(text, main_file) for text in args.count]
@@ -122,3 +128,52 @@ def run(args: argparse.Namespace) -> int:
             timer.cancel()
         finish()
     return status
+
+
+def probe_process(args: argparse.Namespace) -> int:
+    """`probe --pid PID`: count in a running process through sys.remote_exec (3.14+)."""
+    if sys.version_info < (3, 14):
+        version = ".".join(map(str, sys.version_info[:2]))
+        raise LeadlineError(ATTACH_NEEDS.format(version=f"Python {version}"))
+    if args.program or args.module or args.code:
+        raise LeadlineError("--pid counts in a running process: give no program to run")
+    if args.output:
+        raise LeadlineError("--pid: -o (a capture of the session) is not supported; use --json")
+    from .. import _native
+    from ..probe import RemoteProbes
+
+    try:
+        info = _native.inspect_process(args.pid)
+    except (ProcessLookupError, PermissionError, ValueError) as e:
+        raise LeadlineError(str(e)) from None
+    mine = sys.version_info[1]
+    if info["minor"] != mine:
+        raise LeadlineError(
+            f"process {args.pid} runs Python 3.{info['minor']}; counting in it needs leadline "
+            f"run by the same version (sys.remote_exec), e.g. python3.{info['minor']} -m "
+            "leadline probe --pid ..."
+        )
+    specs = [parse_count(text) for text in args.count]
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise LeadlineError("--count: two probes have the same name")
+    ratios = [parse_ratio(text, set(names)) for text in args.ratio]
+    remote = RemoteProbes(args.pid, specs, ratios)
+    try:
+        remote.start()
+        if not args.quiet:
+            until = f"for {args.duration:g} s" if args.duration else "until Ctrl-C or its exit"
+            print(f"leadline: counting in process {args.pid} {until}", file=sys.stderr)
+        deadline = time.monotonic() + args.duration if args.duration else None
+        try:
+            while deadline is None or time.monotonic() < deadline:
+                if remote.ended():
+                    break
+                time.sleep(0.05)
+        except KeyboardInterrupt:
+            pass
+        result = remote.stop()
+    finally:
+        remote.close()
+    _report(result, args)
+    return 0
