@@ -119,6 +119,16 @@ def test_a_newer_minor_is_read_with_its_published_offsets_and_a_warning() -> Non
     assert got["offsets"]["code_filename"] == info["compiled"]["code_filename"]
 
 
+def test_import_under_a_free_threaded_interpreter_is_refused_in_one_line() -> None:
+    # A free-threaded build says so in sys.abiflags ("t"); none is installed here, so the
+    # running interpreter is made to look like one before leadline is imported.
+    code = "import sys; sys.abiflags = 't' + sys.abiflags; import leadline"
+    r = subprocess.run([PY, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 1
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: leadline does not support free-threaded CPython builds")
+
+
 def test_attach_reads_a_debug_build(tmp_path: Path) -> None:
     """A debug build (Py_DEBUG) of the running version, where one is installed (Debian's
     python3.X-dbg): from 3.13 on it is read with the offsets it publishes, before refused."""

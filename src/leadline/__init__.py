@@ -16,7 +16,16 @@ leadline.start_agent("http://pyroscope:4040", service="api", labels={"version": 
 
 __version__ = "0.1.0"
 
+import sys
 from typing import TYPE_CHECKING, Any
+
+if "t" in getattr(sys, "abiflags", ""):
+    # A free-threaded interpreter (python3.13t, 3.14t) that finds a leadline built for the default
+    # one: its native core would not load, and could not read this build's frames if it did.
+    raise ImportError(
+        "leadline does not support free-threaded CPython builds (Py_GIL_DISABLED): "
+        "use the default build of this Python version"
+    )
 
 from .errors import LeadlineError
 from .marks import mark, span
