@@ -1,5 +1,5 @@
 """`leadline probe`: exact counts of lines and function entries in an unmodified program, on
-whichever Python runs the tests (CI runs 3.10 to 3.13), and its one-line errors."""
+whichever Python runs the tests (CI runs 3.10 to 3.15), and its one-line errors."""
 
 from __future__ import annotations
 

@@ -413,7 +413,7 @@ def test_attach_unsupported_python(tmp_path: Path, version: str) -> None:
         msg = error_of(leadline("attach", str(proc.pid), cwd=tmp_path))
         assert msg == (
             f"leadline: error: process {proc.pid} runs Python {version}, which leadline does "
-            "not support (3.10 to 3.13)"
+            "not support (3.10 to 3.15)"
         )
 
 
