@@ -27,7 +27,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := $(shell find src -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.pyi' -o -name '*.js' -o -name '*.css' -o -name '*.pth') setup.py pyproject.toml
 
-.PHONY: all venv build demo test test-fleet lint bench bench-sampling bench-agent bench-marks valgrind clean
+.PHONY: all venv build demo test test-fleet lint bench bench-sampling bench-stdlib bench-agent bench-marks valgrind clean
 
 all: build
 
@@ -79,6 +79,13 @@ bench: build
 # Sampling: leadline run against py-spy, overhead on calls and las, accuracy on split.
 bench-sampling: build
 	$(BIN)/python bench/sampling.py $(BENCH_ARGS)
+
+# On 3.15: leadline run against the standard library's own sampler (python -m profiling.sampling)
+# on the same program at the same rates, then accuracy on split.  `make bench-stdlib PY=3.15`.
+STDLIB_ROUNDS ?= 5
+bench-stdlib: build
+	$(BIN)/python bench/sampling.py --workload calls --rounds $(STDLIB_ROUNDS) --name sampling-vs-stdlib-calls --candidates leadline-100,leadline-1k,stdlib-100,stdlib-1k
+	$(BIN)/python bench/sampling.py --accuracy --rounds $(STDLIB_ROUNDS) --name sampling-vs-stdlib-accuracy --candidates leadline-wall-1k,leadline-cpu-1k,stdlib-1k
 
 # The fleet agent against a real local Pyroscope server: the program alone, pushing, spooling.
 bench-agent: build

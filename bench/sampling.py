@@ -43,7 +43,7 @@ SPLIT_FUNCTIONS = ("heavy", "medium", "light")  # bench/workloads/split.py
 @dataclass(frozen=True)
 class Candidate:
     name: str
-    kind: str  # "plain", "leadline" or "py-spy"
+    kind: str  # "plain", "leadline", "py-spy" or "stdlib" (3.15's profiling.sampling)
     description: str
     rate: int = 0  # samples per second
     options: tuple[str, ...] = ()  # more `leadline run` or `py-spy record` options
@@ -57,6 +57,9 @@ class Candidate:
         rate = ["--rate", str(self.rate)]
         if self.kind == "leadline":
             return [python, "-m", "leadline", "run", *rate, *self.options, "-o", str(out), *target]
+        if self.kind == "stdlib":
+            sampler = [python, "-m", "profiling.sampling", "run", "-a", "-r", str(self.rate)]
+            return [*sampler, *self.options, "--collapsed", "-o", str(out), *target]
         raw = ["-f", "raw", "-o", str(out)]
         return [py_spy, "record", *rate, *self.options, *raw, "--", python, *target]
 
@@ -75,10 +78,19 @@ def _py_spy(name: str, rate: int, blocking: bool) -> Candidate:
     return Candidate(name, "py-spy", what, rate, ("--nonblocking",))
 
 
+def _stdlib(name: str, rate: int) -> Candidate:
+    what = (
+        f"python -m profiling.sampling run -a at {rate} Hz (3.15's standard library sampler, "
+        "all threads, wall mode, collapsed stacks)"
+    )
+    return Candidate(name, "stdlib", what, rate)
+
+
 def _candidates(*cands: Candidate) -> dict[str, Candidate]:
     return {c.name: c for c in cands}
 
 
+STDLIB = _candidates(_stdlib("stdlib-100", 100), _stdlib("stdlib-1k", 1000))
 PY_SPY = _candidates(
     _py_spy("py-spy-100", 100, False),
     _py_spy("py-spy-1k", 1000, False),
@@ -93,6 +105,7 @@ OVERHEAD = _candidates(
     # large enough to see through a noisy machine; divide its overhead by 50 for 100 Hz.
     _leadline("leadline-5k", 5000),
     *PY_SPY.values(),
+    *STDLIB.values(),
 )
 DEFAULT_EXCLUDED = {"leadline-5k"}
 ACCURACY = _candidates(
@@ -100,6 +113,7 @@ ACCURACY = _candidates(
     _leadline("leadline-wall-1k", 1000, "--mode", "wall"),
     PY_SPY["py-spy-1k"],
     PY_SPY["py-spy-1k-blocking"],
+    STDLIB["stdlib-1k"],
 )
 ALL = OVERHEAD | ACCURACY
 
@@ -168,6 +182,8 @@ Result = common.Result[Run]
 
 
 _PYSPY_COUNTS = re.compile(r"Samples: (\d+) Errors: (\d+)")
+_STDLIB_COUNTS = re.compile(r"Captured (\d+) samples in ([\d.]+) seconds")
+_STDLIB_ERRORS = re.compile(r"Error rate: ([\d.]+)")
 _PYSPY_BEHIND = re.compile(r"([\d.]+)s behind in sampling")
 _PYSPY_FRAME = re.compile(r"^(?P<name>.*) \((?P<file>.*?)(?::(?P<line>\d+))?\)$")
 
@@ -225,8 +241,9 @@ def leadline_shares(python: str, capture: Path, script: Path) -> dict[str, float
     return shares
 
 
-def py_spy_profile(raw: Path, script: Path) -> tuple[int, dict[str, float]]:
-    """(samples, % of samples in each split.py function, inclusive) of a py-spy raw file."""
+def py_spy_profile(raw: Path, script: Path, stdlib: bool = False) -> tuple[int, dict[str, float]]:
+    """(samples, % of samples in each split.py function, inclusive) of a py-spy raw file, or
+    of profiling.sampling's collapsed stacks (`stdlib`: frames are FILE:FUNCTION:LINE)."""
     total = 0
     hits = dict.fromkeys(SPLIT_FUNCTIONS, 0)
     for line in raw.read_text(errors="replace").splitlines():
@@ -237,6 +254,11 @@ def py_spy_profile(raw: Path, script: Path) -> tuple[int, dict[str, float]]:
         total += count
         seen = set()
         for frame in stack.split(";"):
+            if stdlib:
+                parts = frame.rsplit(":", 2)
+                if len(parts) == 3 and parts[1] in hits and parts[0].endswith(script.name):
+                    seen.add(parts[1])
+                continue
             m = _PYSPY_FRAME.match(frame)
             if m and m["name"] in hits and m["file"].endswith(script.name):
                 seen.add(m["name"])
@@ -259,7 +281,7 @@ def measure(
     status = "timeout" if fin.timed_out else ("ok" if fin.code == 0 else "failed")
     cpu = fin.cpu
     profiler_cpu = None
-    if cand.kind == "py-spy" and fin.own_cpu is not None:
+    if cand.kind in ("py-spy", "stdlib") and fin.own_cpu is not None:
         profiler_cpu = fin.own_cpu
         cpu = fin.cpu - fin.own_cpu
     run = Run(rnd, status, fin.wall, cpu, fin.cpu, fin.code, profiler_cpu, fin.wall)
@@ -283,6 +305,22 @@ def measure(
                 run.samples, run.errors = int(found[1]), int(found[2])
             if out.exists():
                 samples, shares = py_spy_profile(out, script)
+                run.samples = run.samples if run.samples is not None else samples
+                run.shares = shares if accuracy else None
+            if not run.samples:
+                run.status = "failed"
+                run.error = "no samples: " + clean(common.tail(stderr, 3))
+        elif cand.kind == "stdlib":
+            text = (run_dir / "stdout.txt").read_text(errors="replace")
+            text += stderr.read_text(errors="replace")
+            found = _STDLIB_COUNTS.search(text)
+            if found:
+                run.samples, run.profiled_s = int(found[1]), float(found[2])
+            rate = _STDLIB_ERRORS.search(text)
+            if rate and run.samples:  # its error rate is a percentage of the samples
+                run.errors = round(float(rate[1]) * run.samples / 100)
+            if out.exists():
+                samples, shares = py_spy_profile(out, script, stdlib=True)
                 run.samples = run.samples if run.samples is not None else samples
                 run.shares = shares if accuracy else None
             if not run.samples:
@@ -578,6 +616,12 @@ def main(argv: list[str] | None = None) -> int:
     for c in used.values():
         if c.kind == "py-spy" and not py_spy:
             unavailable[c.name] = "py-spy is not installed (bench/setup_env.py)"
+    if any(c.kind == "stdlib" for c in used.values()):
+        probe = [python, "-c", "import profiling.sampling"]
+        if subprocess.run(probe, capture_output=True, timeout=120).returncode != 0:
+            for c in used.values():
+                if c.kind == "stdlib":
+                    unavailable[c.name] = "profiling.sampling is in the standard library from 3.15"
     leadline = [c for c in used.values() if c.kind == "leadline"]
     unavailable.update({n: clean(why) for n, why in check_leadline(python, leadline).items()})
     for n, why in unavailable.items():
@@ -610,7 +654,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             env = {"SPLIT_TRUTH": str(run_dir / "truth.json")} if accuracy else None
             session.announce(wname, rnd, n, 20)
-            fin = common.run_once(cmd, run_dir, args.timeout, env, own_cpu=c.kind == "py-spy")
+            own = c.kind in ("py-spy", "stdlib")
+            fin = common.run_once(cmd, run_dir, args.timeout, env, own_cpu=own)
             run = measure(c, fin, rnd, run_dir, out, python, workload.script, accuracy, clean)
             print(
                 f" {run.status:7} wall {run.wall:7.2f} s  cpu {run.cpu:7.2f} s"

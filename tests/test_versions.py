@@ -41,6 +41,19 @@ def child() -> Iterator[subprocess.Popen[bytes]]:
     p.wait()
 
 
+def busy(exe: str, tmp_path: Path) -> subprocess.Popen[bytes]:
+    """`exe` running busy.py, calling `hot` for 30 s; returned once it runs."""
+    script = tmp_path / "busy.py"
+    script.write_text(
+        "import time\ndef hot():\n    s = 0\n    for i in range(10**5): s += i\n    return s\n"
+        "print(flush=True)\nend = time.time() + 30\nwhile time.time() < end: hot()\n"
+    )
+    p = subprocess.Popen([exe, str(script)], stdout=subprocess.PIPE)
+    assert p.stdout is not None
+    p.stdout.readline()
+    return p
+
+
 def read_table(pid: int, runtime: int, size: int = 4096) -> bytes:
     with open(f"/proc/{pid}/mem", "rb") as mem:
         mem.seek(runtime)
@@ -135,15 +148,8 @@ def test_attach_reads_a_debug_build(tmp_path: Path) -> None:
     exe = shutil.which(f"python3.{MINOR}d")
     if exe is None:
         pytest.skip(f"no debug build python3.{MINOR}d here")
-    script = tmp_path / "busy.py"
-    script.write_text(
-        "import time\ndef hot():\n    s = 0\n    for i in range(10**5): s += i\n    return s\n"
-        "print(flush=True)\nend = time.time() + 30\nwhile time.time() < end: hot()\n"
-    )
-    p = subprocess.Popen([exe, str(script)], stdout=subprocess.PIPE)
+    p = busy(exe, tmp_path)
     try:
-        assert p.stdout is not None
-        p.stdout.readline()
         out = tmp_path / "dbg.lead"
         r = leadline("attach", str(p.pid), "--duration", "2", "-o", out, cwd=tmp_path)
         info = _native.inspect_process(p.pid) if HAS_TABLE else None
@@ -252,15 +258,8 @@ def test_attach_refuses_an_old_unsupported_version(tmp_path: Path) -> None:
 def test_attach_samples_a_newer_minor_with_its_published_offsets(tmp_path: Path) -> None:
     """A real 3.15 whose version (Py_Version and the table's) is rewritten in place to 3.16,
     as a 3.16 with the same layout would look: attach warns once and samples it right."""
-    script = tmp_path / "busy.py"
-    script.write_text(
-        "import time\ndef hot():\n    s = 0\n    for i in range(10**5): s += i\n    return s\n"
-        "print(flush=True)\nend = time.time() + 30\nwhile time.time() < end: hot()\n"
-    )
-    p = subprocess.Popen([PY, str(script)], stdout=subprocess.PIPE)
+    p = busy(PY, tmp_path)
     try:
-        assert p.stdout is not None
-        p.stdout.readline()
         info = _native.inspect_process(p.pid)
         newer = struct.pack("<Q", (3 << 24) | (16 << 16) | 0xF0)
         version_at = info["runtime"] + 8
