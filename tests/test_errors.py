@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import struct
 from pathlib import Path
 
+import pytest
 from conftest import funcs, leadline, report, traced
 
 PROGRAM = """
@@ -125,3 +128,57 @@ def test_full_disk_keeps_program_running(tmp_path: Path) -> None:
     assert r.stdout == "finished\n"
     assert r.returncode == 0
     assert "No space left on device" in r.stderr
+
+
+# -- -o never harms what the user already had ------------------------------------------------
+
+
+def _trace(tmp_path: Path) -> Path:
+    r, cap = traced(tmp_path, PROGRAM)
+    assert r.returncode == 0, r.stderr
+    return cap
+
+
+def test_failed_render_keeps_an_existing_output_file(tmp_path: Path) -> None:
+    cap = _trace(tmp_path)
+    keep = tmp_path / "keep.txt"
+    keep.write_text("mine\n")
+    keep.chmod(0o640)
+    # pprof needs a sampling capture: a usage error, found while rendering.
+    r = leadline("export", cap, "--format", "pprof", "-o", keep, cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert keep.read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".keep")) == []
+    # A good render replaces it whole, keeping its permissions.
+    r = leadline("report", cap, "--json", "-o", keep, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(keep.read_text())["meta"]["mode"] == "trace"
+    assert keep.stat().st_mode & 0o777 == 0o640
+
+
+def test_output_through_a_symlink_writes_the_file_it_points_to(tmp_path: Path) -> None:
+    cap = _trace(tmp_path)
+    real = tmp_path / "real.json"
+    real.write_text("mine\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    r = leadline("export", cap, "--format", "pprof", "-o", link, cwd=tmp_path)
+    assert r.returncode == 2
+    assert link.is_symlink() and real.read_text() == "mine\n"
+    r = leadline("report", cap, "--json", "-o", link, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and json.loads(real.read_text())["meta"]["mode"] == "trace"
+
+
+def test_output_to_a_device_is_written_in_place_and_never_removed(tmp_path: Path) -> None:
+    cap = _trace(tmp_path)
+    # A node of the null device of the test's own (a leadline that removed its output on an
+    # error removed the machine's /dev/null when given -o /dev/null).
+    null = tmp_path / "null"
+    try:
+        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+    for args in (["export", cap, "--format", "pprof"], ["report", cap, "--json"]):
+        leadline(*args, "-o", null, cwd=tmp_path)
+        assert null.is_char_device()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
+import stat
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -40,7 +43,13 @@ def progress_bar(total_bytes: int, label: str) -> Iterator[Progress_ | None]:
 @contextlib.contextmanager
 def open_output(path: str | None, binary: bool = False) -> Iterator[IO[Any]]:
     """Standard output for None or "-", else the file, text (UTF-8) or binary.  Binary output
-    is not written to a terminal; a file left half-written by an error is removed."""
+    is not written to a terminal.
+
+    Nothing the user already has is touched until the new content is complete: a regular file
+    (or one that does not exist yet) is written to a temporary file beside it, in the directory
+    of the file a symbolic link points to, and renamed over it at the end; an error removes only
+    that temporary file.  Anything else (a device such as /dev/null, a FIFO) is written in place
+    and never removed."""
     if path in (None, "-"):
         if not binary:
             yield sys.stdout
@@ -52,17 +61,40 @@ def open_output(path: str | None, binary: bool = False) -> Iterator[IO[Any]]:
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
-    target = Path(str(path))
+    real = Path(os.path.realpath(str(path)))
     try:
-        with open(target, "wb") if binary else open(target, "w", encoding="utf-8") as f:
-            try:
-                yield f
-            except BaseException:
-                f.close()
-                target.unlink(missing_ok=True)
-                raise
+        st = os.stat(real)
+    except FileNotFoundError:
+        st = None
     except OSError as e:
         raise LeadlineError(f"cannot write {path}: {e.strerror}") from None
+    mode = "wb" if binary else "w"
+    encoding = None if binary else "utf-8"
+    try:
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            with open(real, mode, encoding=encoding) as f:
+                yield f
+            return
+        fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
+    except OSError as e:
+        raise LeadlineError(f"cannot write {path}: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, mode, encoding=encoding) as f:
+            yield f
+        # The new file keeps the old one's permissions, or gets what open() would have given.
+        if st is not None:
+            os.chmod(tmp, stat.S_IMODE(st.st_mode))
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, real)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise LeadlineError(f"cannot write {path}: {e.strerror}") from None
+        raise
 
 
 def render_capture(
