@@ -175,6 +175,15 @@ def profile(
     return Profiler(path, ProfileOptions(rate_hz=rate, mode=mode, memory=memory))
 
 
+def inspect_process(pid: int) -> dict[str, Any]:
+    """The interpreter of another process (`_native.inspect_process`); a LeadlineError with its
+    one-line reason when it cannot be read or is not one leadline supports."""
+    try:
+        return _native.inspect_process(pid)
+    except (ProcessLookupError, PermissionError, ValueError) as e:
+        raise LeadlineError(str(e)) from None
+
+
 def attach(
     pid: int,
     path: str | os.PathLike[str] | None,
@@ -183,10 +192,7 @@ def attach(
 ) -> ProfileResult:
     """Sample another, running process until it exits, `duration` passes, or Ctrl-C."""
     options.validate()
-    try:
-        info = _native.inspect_process(pid)
-    except (ProcessLookupError, PermissionError, ValueError) as e:
-        raise LeadlineError(str(e)) from None
+    info = inspect_process(pid)
     if info["warning"]:
         print(f"leadline: warning: {info['warning']}", file=sys.stderr)
     argv = _cmdline(pid)

@@ -361,6 +361,8 @@ const LLLayout *ll_layout(int minor) {
 /* LLLayout is a run of ints (minor first, then one per field): walked as an array below. */
 #define LL_LAYOUT_INTS ((int)(sizeof(LLLayout) / sizeof(int)))
 #define LL_DEBUG_COOKIE "xdebugpy"
+#define LL_FREE_THREADED_WHY                                                                  \
+    "which leadline does not support: its frames and objects are laid out differently"
 /* Every offset the sampler reads lies within the first few KB of its struct (the largest,
  * PyInterpreterState's threads, at 7.3 KB in 3.13-3.15): a table that says otherwise is not
  * one to trust. */
@@ -374,7 +376,8 @@ int ll_layout_from_debug_offsets(const uint8_t *table, size_t n, int minor, LLPy
     int newer = !slots && minor > newest->minor;
     if (newer) slots = newest;
     if (!slots || n < (size_t)slots->table_size) {
-        if (why && whylen) snprintf(why, whylen, "no known debug-offsets layout for Python 3.%d", minor);
+        if (why && whylen)
+            snprintf(why, whylen, "no known debug-offsets layout for Python 3.%d", minor);
         return LL_E_VERSION;
     }
     if (memcmp(table, LL_DEBUG_COOKIE, 8) != 0) {
@@ -399,8 +402,8 @@ int ll_layout_from_debug_offsets(const uint8_t *table, size_t n, int minor, LLPy
     if (free_threaded) {
         if (why && whylen)
             snprintf(why, whylen,
-                     "Python 3.%d is a free-threaded build (Py_GIL_DISABLED), which leadline "
-                     "does not support: its frames and objects are laid out differently",
+                     "Python 3.%d is a free-threaded build (Py_GIL_DISABLED), "
+                     LL_FREE_THREADED_WHY,
                      minor);
         return LL_E_VERSION;
     }
@@ -541,12 +544,29 @@ int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
     if (name_ft) {
         if (why && whylen)
             snprintf(why, whylen,
-                     "process %ld runs a free-threaded build of Python 3.%d (%s), which leadline "
-                     "does not support: its frames and objects are laid out differently",
+                     "process %ld runs a free-threaded build of Python 3.%d (%s), "
+                     LL_FREE_THREADED_WHY,
                      (long)pid, info->minor, info->path);
         return LL_E_VERSION;
     }
-    if (info->minor < ll_debug_slots[0].minor) {
+    /* One read of _PyRuntime: it proves the process readable and, from 3.13 on, holds the
+     * _Py_DebugOffsets table first (as long as the longest one leadline knows). */
+    int published = info->minor >= ll_debug_slots[0].minor;
+    uint8_t table[4096];
+    size_t want = 8;
+    for (size_t i = 0; published && i < LL_NDEBUG; i++)
+        if ((size_t)ll_debug_slots[i].table_size > want)
+            want = (size_t)ll_debug_slots[i].table_size;
+    int err = ll_mem_read_raw(pid, info->runtime, table, want);
+    if (err == EPERM || err == EACCES) {
+        say(why, whylen, LL_PERM_MESSAGE, "", (long)pid);
+        return LL_E_PERM;
+    }
+    if (err == ESRCH) {
+        say(why, whylen, "no such process: %s%ld", "", (long)pid);
+        return LL_E_NOPROC;
+    }
+    if (!published) {
         /* Before 3.13 nothing is published: the compiled table, which a debug build (other
          * thread-state and frame layouts) would not match. */
         if (debug_build) {
@@ -561,20 +581,6 @@ int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
         info->layout = *compiled;
         info->source = LL_LAYOUT_COMPILED;
     } else {
-        uint8_t table[4096];
-        size_t want = (size_t)ll_debug_slots[LL_NDEBUG - 1].table_size;
-        for (size_t i = 0; i < LL_NDEBUG; i++)
-            if ((size_t)ll_debug_slots[i].table_size > want)
-                want = (size_t)ll_debug_slots[i].table_size;
-        int err = ll_mem_read_raw(pid, info->runtime, table, want);
-        if (err == EPERM || err == EACCES) {
-            say(why, whylen, LL_PERM_MESSAGE, "", (long)pid);
-            return LL_E_PERM;
-        }
-        if (err == ESRCH) {
-            say(why, whylen, "no such process: %s%ld", "", (long)pid);
-            return LL_E_NOPROC;
-        }
         if (err) {
             say(why, whylen, "cannot read the interpreter state of process %s%ld", "", (long)pid);
             return LL_E_NOTPY;
@@ -586,16 +592,6 @@ int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
             if (why && whylen) snprintf(why, whylen, "process %ld: %s", (long)pid, reason);
             return rc2;
         }
-    }
-    uint64_t probe;
-    int err = ll_mem_read_raw(pid, info->runtime, &probe, sizeof probe);
-    if (err == EPERM || err == EACCES) {
-        say(why, whylen, LL_PERM_MESSAGE, "", (long)pid);
-        return LL_E_PERM;
-    }
-    if (err == ESRCH) {
-        say(why, whylen, "no such process: %s%ld", "", (long)pid);
-        return LL_E_NOPROC;
     }
     return 0;
 }

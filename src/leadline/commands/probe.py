@@ -12,7 +12,16 @@ from typing import Any
 
 from .. import runner
 from ..errors import LeadlineError
-from ..probe import ProbeRecorder, ProbeResult, Probes, parse_count, parse_ratio, write_json
+from ..probe import (
+    ProbeRecorder,
+    ProbeResult,
+    Probes,
+    ProbeSpec,
+    Ratio,
+    parse_count,
+    parse_ratio,
+    write_json,
+)
 from ._target import add_target_arguments
 
 ATTACH_NEEDS = (
@@ -84,6 +93,18 @@ def _report(result: ProbeResult, args: argparse.Namespace) -> None:
         print_probe_table(data, make_console(sys.stderr, RenderOptions()))
 
 
+def _parse_probes(
+    args: argparse.Namespace, main_file: str | None
+) -> tuple[list[ProbeSpec], list[Ratio]]:
+    """The --count and --ratio definitions, checked (`__main__:qualname` names a function of
+    main_file, the script run, if there is one)."""
+    specs = [parse_count(text, main_file) for text in args.count]
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise LeadlineError("--count: two probes have the same name")
+    return specs, [parse_ratio(text, set(names)) for text in args.ratio]
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.count:
         raise LeadlineError("nothing to count: give at least one --count NAME=SPEC")
@@ -92,12 +113,7 @@ def run(args: argparse.Namespace) -> int:
     if args.pid is not None:
         return probe_process(args)
     target = runner.parse_target(args.program, args.module, args.code)
-    main_file = target.value if target.kind == "script" else None
-    specs = [parse_count(text, main_file) for text in args.count]
-    names = [s.name for s in specs]
-    if len(set(names)) != len(names):
-        raise LeadlineError("--count: two probes have the same name")
-    ratios = [parse_ratio(text, set(names)) for text in args.ratio]
+    specs, ratios = _parse_probes(args, target.value if target.kind == "script" else None)
     probes = Probes(specs, ratios)
     code, namespace = runner.prepare(target)
     recorder = ProbeRecorder(args.output, probes, target.argv) if args.output else None
@@ -139,13 +155,10 @@ def probe_process(args: argparse.Namespace) -> int:
         raise LeadlineError("--pid counts in a running process: give no program to run")
     if args.output:
         raise LeadlineError("--pid: -o (a capture of the session) is not supported; use --json")
-    from .. import _native
     from ..probe import RemoteProbes
+    from ..profiler import inspect_process
 
-    try:
-        info = _native.inspect_process(args.pid)
-    except (ProcessLookupError, PermissionError, ValueError) as e:
-        raise LeadlineError(str(e)) from None
+    info = inspect_process(args.pid)
     mine = sys.version_info[1]
     if info["minor"] != mine:
         raise LeadlineError(
@@ -153,12 +166,7 @@ def probe_process(args: argparse.Namespace) -> int:
             f"run by the same version (sys.remote_exec), e.g. python3.{info['minor']} -m "
             "leadline probe --pid ..."
         )
-    specs = [parse_count(text) for text in args.count]
-    names = [s.name for s in specs]
-    if len(set(names)) != len(names):
-        raise LeadlineError("--count: two probes have the same name")
-    ratios = [parse_ratio(text, set(names)) for text in args.ratio]
-    remote = RemoteProbes(args.pid, specs, ratios)
+    remote = RemoteProbes(args.pid, *_parse_probes(args, None))
     try:
         remote.start()
         if not args.quiet:
