@@ -59,7 +59,7 @@ test: build
 # The fleet path against a real Grafana Pyroscope server (built once, minutes, then cached).
 test-fleet: build
 	@sh tools/build_pyroscope.sh >/dev/null
-	cd tests && $(abspath $(BIN))/python -m pytest -q fleet $(PYTEST_ARGS)
+	cd tests && $(abspath $(BIN))/python -m pytest -q --fleet fleet $(PYTEST_ARGS)
 
 lint: build
 	$(BIN)/ruff check src tests bench tools

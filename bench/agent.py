@@ -56,8 +56,8 @@ def candidate_env(name: str, url: str, down_url: str, run_dir: Path, tag: str) -
 
 def delivered(server: PyroscopeServer, tag: str, since: float) -> tuple[int, float] | None:
     """(samples, CPU seconds) the server holds for one agent run, or None if unreadable."""
-    from leadline.import_formats import read_pprof
-    from leadline.pyroscope import parse_fleet_url, select_merge_profile
+    from leadline.capture.foreign import read_pprof
+    from leadline.fleet.pyroscope import parse_fleet_url, select_merge_profile
 
     host = server.url.split("://", 1)[1]
     out: list[float] = []

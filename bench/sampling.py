@@ -189,7 +189,7 @@ _PYSPY_FRAME = re.compile(r"^(?P<name>.*) \((?P<file>.*?)(?::(?P<line>\d+))?\)$"
 
 _READ_END = """
 import json, sys
-from leadline.capture import Capture
+from leadline.capture.reader import Capture
 with Capture(sys.argv[1]) as c:
     print(json.dumps({"meta": c.meta, "end": c.end}))
 """

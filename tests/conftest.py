@@ -1,22 +1,65 @@
-"""Shared fixtures: running the real CLI, reading its JSON, and a guard that no profiler state
-leaks from one test into the next."""
+"""Fixtures and markers for every test: a guard that no profiler state leaks from one test into
+the next, Chromium for the HTML reports, and the markers of tests that need something this
+machine may not have (the network, Go, a Pyroscope server), each skipped with its reason when
+that is missing.  Shared helpers live in `support.py`."""
 
 from __future__ import annotations
 
-import json
-import os
+import functools
 import shutil
-import subprocess
+import socket
 import sys
-import textwrap
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 from browser import ensure_chromium
 
-PY = sys.executable
+MARKERS = {
+    "network": "needs the package registry (PyPI) to install a package",
+    "go": "needs Go (`go tool pprof` validates the pprof export)",
+    "fleet": "starts a real Grafana Pyroscope server (make test-fleet, or pytest --fleet)",
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fleet",
+        action="store_true",
+        help="run the fleet tests against a real Pyroscope server (built once, minutes)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, why in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {why}")
+
+
+@functools.cache
+def _pypi_reachable() -> str | None:
+    """None if PyPI answers a TCP connection, else why not."""
+    try:
+        socket.create_connection(("pypi.org", 443), timeout=10).close()
+    except OSError as e:
+        return f"pypi.org:443 is not reachable ({e.strerror or e})"
+    return None
+
+
+def _missing(marker: str, config: pytest.Config) -> str | None:
+    if marker == "network":
+        return _pypi_reachable()
+    if marker == "go":
+        return None if shutil.which("go") else "go is not installed"
+    if marker == "fleet":
+        return None if config.getoption("--fleet") else "run with --fleet (or make test-fleet)"
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in MARKERS:
+        if item.get_closest_marker(marker) is not None:
+            why = _missing(marker, item.config)
+            if why is not None:
+                pytest.skip(f"{MARKERS[marker]}: {why}")
 
 
 @pytest.fixture(autouse=True)
@@ -26,92 +69,6 @@ def no_profiler_leaks() -> Iterator[None]:
     if sys.version_info >= (3, 12):
         for tool in (2, 3, 4):
             assert sys.monitoring.get_tool(tool) is None, f"tool {tool} left registered"
-
-
-def write(tmp_path: Path, name: str, source: str) -> Path:
-    p = tmp_path / name
-    p.write_text(textwrap.dedent(source), encoding="utf-8")
-    return p
-
-
-def leadline(
-    *args: str | os.PathLike[str], cwd: Path, timeout: float = 120, check: bool = False
-) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
-    r = subprocess.run(
-        [PY, "-m", "leadline", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
-    if check and r.returncode != 0:
-        raise AssertionError(f"leadline {args} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    return r
-
-
-def report(capture: Path, cwd: Path) -> dict[str, Any]:
-    r = leadline("report", capture, "--json", cwd=cwd, check=True)
-    data: dict[str, Any] = json.loads(r.stdout)
-    return data
-
-
-def log_rows(capture: Path, cwd: Path) -> list[dict[str, Any]]:
-    r = leadline("log", capture, "--json", cwd=cwd, check=True)
-    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
-
-
-def funcs(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Functions of a report by name (the first of each name)."""
-    out: dict[str, dict[str, Any]] = {}
-    for f in data["functions"]:
-        out.setdefault(f["name"], f)
-    return out
-
-
-def traced(
-    tmp_path: Path, source: str, *opts: str, name: str = "prog.py"
-) -> tuple[subprocess.CompletedProcess[str], Path]:
-    script = write(tmp_path, name, source)
-    cap = tmp_path / "out.lead"
-    r = leadline("trace", "-o", cap, *opts, script, cwd=tmp_path)
-    return r, cap
-
-
-def find_python(version: str) -> str | None:
-    """The path of an installed `python<version>` (e.g. "3.12", "2.7"), or None."""
-    if version == f"{sys.version_info[0]}.{sys.version_info[1]}":
-        return sys.executable
-    candidates = []
-    try:
-        bare = subprocess.run(
-            ["pyenv", "versions", "--bare"], capture_output=True, text=True, timeout=30
-        ).stdout.split()
-        for v in bare:
-            if v == version or v.startswith(version + "."):
-                prefix = subprocess.run(
-                    ["pyenv", "prefix", v], capture_output=True, text=True, timeout=30
-                ).stdout.strip()
-                candidates.append(os.path.join(prefix, "bin", f"python{version}"))
-    except (OSError, subprocess.SubprocessError):
-        pass
-    found = shutil.which(f"python{version}")
-    if found:
-        candidates.append(found)
-    for exe in candidates:
-        try:
-            ok = subprocess.run(
-                [exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if ok.returncode == 0 and ok.stdout.strip() == version:
-            return exe
-    return None
 
 
 @pytest.fixture(scope="session")

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import leadline, write
+from support import leadline, run, write
 
-from leadline.diff import (
+from leadline.analyse.diff import (
     Func,
     Settings,
     Side,
@@ -22,10 +22,10 @@ from leadline.diff import (
     module_path,
     parse_per,
 )
+from leadline.analyse.model import Frame, SampleProfile, Stack, Thread
+from leadline.capture.foreign import parse_frame_label, read_collapsed, read_pprof
 from leadline.errors import LeadlineError
-from leadline.export_formats import to_collapsed, to_pprof
-from leadline.import_formats import parse_frame_label, read_collapsed, read_pprof
-from leadline.profile_model import Frame, SampleProfile, Stack, Thread
+from leadline.render.encode import to_collapsed, to_pprof
 
 # ---------------------------------------------------------------------------------------------
 # Profiles built by hand
@@ -328,7 +328,7 @@ def profiled(tmp_path: Path, name: str, **env: str) -> Path:
     if not script.exists():
         write(tmp_path, "synth.py", SYNTH.replace("ITERATIONS", str(ITERATIONS)))
     out = tmp_path / f"{name}.lead"
-    r = subprocess.run(
+    r = run(
         [*leadline_cmd(), "run", "--mode", "cpu", "--rate", "2000", "-o", str(out), "synth.py"],
         cwd=tmp_path,
         capture_output=True,
@@ -492,7 +492,7 @@ def test_trace_captures(tmp_path: Path) -> None:
     """,
     )
     for name, slow in (("t1", "1"), ("t3", "3")):
-        subprocess.run(
+        run(
             [*leadline_cmd(), "trace", "-o", f"{name}.lead", "t.py"],
             cwd=tmp_path,
             env={**__import__("os").environ, "SLOW": slow},

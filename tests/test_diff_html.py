@@ -10,10 +10,10 @@ from typing import Any
 import htmlpage
 import pytest
 from browser import render_in_chromium
-from conftest import leadline, write
 from htmlpage import FIRST_ROW_JS, STATE_JS, assert_clean, hover_frame_js, rendered
+from support import leadline, run, write
 
-from leadline.diff import Func, Settings, Side, compare, to_json
+from leadline.analyse.diff import Func, Settings, Side, compare, to_json
 from leadline.render.diff_html import render_diff_html
 
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -175,10 +175,9 @@ def test_cli_diff_html_in_chromium(tmp_path: Path) -> None:
     )
     for name, slow in (("a", "1"), ("b", "5")):
         import os
-        import subprocess
         import sys
 
-        subprocess.run(
+        run(
             [
                 sys.executable,
                 "-m",

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import leadline
+from support import leadline, run
 
 HERE = Path(__file__).resolve().parent / "real_regressions"
 
@@ -111,7 +111,7 @@ def profile(python: Path, script: str, out: Path, expected_version: str) -> Path
     # TypeChecker.is_type moved from 2% to 6.5% of the samples between two runs).
     env = {**os.environ, "NO_COLOR": "1", "PYTHONHASHSEED": "0"}
     env.pop("PYTHONPATH", None)
-    r = subprocess.run(
+    r = run(
         [
             str(python),
             "-m",
@@ -143,6 +143,7 @@ def diff(a: Path, b: Path) -> dict[str, object]:
     return data
 
 
+@pytest.mark.network
 @pytest.mark.parametrize("pair", PAIRS, ids=lambda p: f"{p.package}-{p.base}-{p.new}")
 def test_real_regression_is_ranked_first(pair: Pair, tmp_path: Path) -> None:
     old_py = make_venv(tmp_path, pair.package, pair.base, pair.requirements)

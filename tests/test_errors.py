@@ -9,7 +9,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import funcs, leadline, report, traced
+from support import funcs, leadline, report, traced
 
 PROGRAM = """
     def work(i):

@@ -18,12 +18,15 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import PY
+from support import PY, run
 
 from leadline import cli
-from leadline.capture import Capture
+from leadline.analyse.model import Frame, Metric, SampleProfile, Stack, Thread
+from leadline.analyse.samples import load_profile
+from leadline.analyse.samples import to_json as sampling_json
+from leadline.capture.reader import Capture
 from leadline.errors import LeadlineError
-from leadline.export_formats import (
+from leadline.render.encode import (
     NO_FRAMES,
     SPEEDSCOPE_SCHEMA,
     period_ns,
@@ -31,9 +34,6 @@ from leadline.export_formats import (
     to_pprof,
     to_speedscope,
 )
-from leadline.profile_model import Frame, Metric, SampleProfile, Stack, Thread
-from leadline.sampling import load_profile
-from leadline.sampling import to_json as sampling_json
 
 REPO = Path(__file__).resolve().parent.parent
 DEEP = 5000
@@ -202,8 +202,7 @@ def test_pprof_sample_types_follow_the_profile() -> None:
 # -- pprof: go tool pprof reads it ------------------------------------------------------------
 def go_pprof(*args: str | Path, tmp_path: Path) -> str:
     go = shutil.which("go")
-    if go is None:
-        pytest.skip("go is not installed")
+    assert go is not None, "tests using go_pprof are marked @pytest.mark.go"
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "", "PPROF_TMPDIR": str(tmp_path)}
     if not (env.get("GOCACHE") or env.get("XDG_CACHE_HOME") or env.get("HOME")):
         env["GOCACHE"] = str(tmp_path / "go-cache")
@@ -251,6 +250,7 @@ def parse_raw(text: str) -> tuple[list[str], list[dict[str, Any]], dict[int, tup
     return header, samples, locations
 
 
+@pytest.mark.go
 def test_go_tool_pprof_reads_the_export(tmp_path: Path) -> None:
     profile = sample_profile()
     path = tmp_path / "profile.pb.gz"
@@ -398,7 +398,7 @@ def test_collapsed_threads_and_untrusted_names() -> None:
 
 
 # -- the renderers behind `leadline export`, on real captures ------------------------------
-TRACE_PROGRAM = "import leadline.tracer as t\nr = t.Tracer({path!r}).start()\n"
+TRACE_PROGRAM = "import leadline.record.tracer as t\nr = t.Tracer({path!r}).start()\n"
 TRACE_PROGRAM += "sum(range(100))\nr.stop()\n"
 SAMPLED_PROGRAM = """
 import time
@@ -419,11 +419,11 @@ def capture(tmp_path: Path, mode: str) -> Path:
     path = tmp_path / f"{mode}.lead"
     if mode == "trace":
         code = TRACE_PROGRAM.format(path=str(path))
-        subprocess.run([PY, "-c", code], check=True, cwd=tmp_path, timeout=120)
+        run([PY, "-c", code], check=True, cwd=tmp_path, timeout=120)
     else:
         script = tmp_path / "prog.py"
         script.write_text(SAMPLED_PROGRAM)
-        subprocess.run(
+        run(
             [PY, "-m", "leadline", "run", "-q", "--rate", "500", "-o", str(path), str(script)],
             check=True,
             cwd=tmp_path,
@@ -439,6 +439,7 @@ def sampled(tmp_path: Path) -> tuple[Path, SampleProfile]:
         return cap, load_profile(c)
 
 
+@pytest.mark.go
 def test_export_command_writes_each_format(
     tmp_path: Path, sampled: tuple[Path, SampleProfile], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -501,7 +502,7 @@ def test_binary_export_to_stdout(
 def test_trace_capture_is_refused(tmp_path: Path, fmt: str) -> None:
     cap = capture(tmp_path, "trace")
     out = tmp_path / "out"
-    r = subprocess.run(
+    r = run(
         [PY, "-m", "leadline", "export", str(cap), "--format", fmt, "-o", str(out)],
         capture_output=True,
         text=True,

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 import leadline
-from leadline.agent import AgentConfig
-from leadline.capture import Capture, CaptureStream
-from leadline.delivery import Delivery, Endpoint, Spool, Upload, safe_url
+from leadline.analyse.samples import load_profile
+from leadline.capture.foreign import read_pprof
+from leadline.capture.reader import Capture, CaptureStream
 from leadline.errors import LeadlineError
-from leadline.export_formats import to_pprof
-from leadline.import_formats import read_pprof
-from leadline.pyroscope import app_name, ingest_params, parse_fleet_url, parse_time
-from leadline.sampling import load_profile
+from leadline.fleet.agent import AgentConfig
+from leadline.fleet.delivery import Delivery, Endpoint, Spool, Upload, safe_url
+from leadline.fleet.pyroscope import app_name, ingest_params, parse_fleet_url, parse_time
+from leadline.render.encode import to_pprof
 
 
 def upload(i: int, size: int = 100) -> Upload:

@@ -9,8 +9,8 @@ import logging
 from pathlib import Path
 
 from browser import render_in_chromium
-from conftest import leadline as cli
-from conftest import traced, write
+from support import leadline as cli
+from support import traced, write
 
 import leadline
 from leadline import _native

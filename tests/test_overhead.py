@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import leadline, write
+from support import leadline, write
 
-from leadline.childrun import ChildResult
-from leadline.overhead import MODES, Measured, ModeRuns, summarise
+from leadline.analyse.overhead import MODES, Measured, ModeRuns, summarise
+from leadline.record.childrun import ChildResult
 
 LOOP = """\
 def f(i):

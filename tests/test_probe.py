@@ -11,10 +11,10 @@ from collections import OrderedDict
 from pathlib import Path
 
 import pytest
-from conftest import leadline, write
+from support import leadline, write
 
 from leadline.errors import LeadlineError
-from leadline.probe import evaluate, parse_count, parse_ratio
+from leadline.record.probe import evaluate, parse_count, parse_ratio
 
 # An LRU cache with hits on line 11 and misses on line 13; `get` is entered once per lookup.
 CACHE = """\

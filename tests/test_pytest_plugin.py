@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import write
+from support import run, write
 
 from leadline.pytest_plugin import profile_name
 
@@ -41,7 +41,7 @@ RATE = ("--leadline-rate", "2000")  # enough samples in a test of about half a s
 def pytest_run(tmp_path: Path, *args: str, slow: int = 1) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SLOW": str(slow), "NO_COLOR": "1"}
     env.pop("PYTEST_ADDOPTS", None)
-    return subprocess.run(
+    return run(
         [
             sys.executable,
             "-m",

@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from browser import render_in_chromium
-from conftest import leadline, traced
+from support import leadline, traced
 
 
 def test_cli_html_report_in_chromium(tmp_path: Path) -> None:

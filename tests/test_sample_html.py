@@ -15,7 +15,7 @@ import pytest
 from browser import BrowserResult, render_in_chromium
 from htmlpage import STATE_JS, assert_clean, rendered
 
-from leadline.profile_model import Frame, SampleProfile, Stack, Thread
+from leadline.analyse.model import Frame, SampleProfile, Stack, Thread
 from leadline.render.sample_html import render_sample_html
 
 HOSTILE = "<img src=x onerror=alert(1)>"

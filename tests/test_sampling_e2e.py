@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import find_python, leadline, report, write
+from support import find_python, leadline, report, run, write
 
 import leadline as ll
 from leadline import _native
@@ -431,7 +431,7 @@ def test_attach_not_permitted(tmp_path: Path) -> None:
                 pytest.skip("needs setpriv to drop CAP_SYS_PTRACE")
             cmd = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", *cmd]
         env = {**os.environ, "NO_COLOR": "1"}
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+        r = run(cmd, capture_output=True, text=True, env=env, timeout=60)
         msg = error_of(r)
         assert msg.startswith(f"leadline: error: not permitted to read process {target.pid}:")
         assert "ptrace" in msg and "CAP_SYS_PTRACE" in msg
@@ -468,9 +468,7 @@ def test_interrupted_attach_keeps_samples(tmp_path: Path) -> None:
 def test_layouts_match_this_python() -> None:
     if shutil.which("gcc") is None:
         pytest.skip("no C compiler")
-    r = subprocess.run(
-        [PY, str(ROOT / "tools" / "gen_layouts.py"), "--check"], capture_output=True, text=True
-    )
+    r = run([PY, str(ROOT / "tools" / "gen_layouts.py"), "--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
 

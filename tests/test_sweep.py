@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PY, leadline
+from support import PY, leadline
 from test_probe import app, expected
 
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PY, funcs, leadline, log_rows, report, traced, write
+from support import PY, funcs, leadline, log_rows, report, run, traced, write
 
 MB = 1 << 20
 
@@ -131,7 +131,7 @@ def test_program_behaviour_unchanged(tmp_path: Path) -> None:
         sys.exit(3)
     """
     script = write(tmp_path, "p.py", src)
-    plain = subprocess.run([PY, script, "a", "-b"], capture_output=True, text=True)
+    plain = run([PY, script, "a", "-b"], capture_output=True, text=True)
     r = leadline("trace", "-q", "-o", tmp_path / "x.lead", script, "a", "-b", cwd=tmp_path)
     assert (r.returncode, r.stdout, r.stderr) == (plain.returncode, plain.stdout, plain.stderr)
     assert r.returncode == 3
@@ -147,7 +147,7 @@ def test_exception_traceback_and_status(tmp_path: Path) -> None:
         inner()
     """,
     )
-    plain = subprocess.run([PY, script], capture_output=True, text=True)
+    plain = run([PY, script], capture_output=True, text=True)
     r = leadline("trace", "-q", "-o", tmp_path / "x.lead", script, cwd=tmp_path)
     assert r.returncode == plain.returncode == 1
     assert r.stderr.splitlines()[-1] == "ValueError: bad value"
@@ -462,7 +462,7 @@ def test_python_api_context_manager_and_decorator(tmp_path: Path) -> None:
         decorated(4)
     """,
     )
-    r = subprocess.run([PY, script], capture_output=True, text=True, cwd=tmp_path)
+    r = run([PY, script], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     f = funcs(report(tmp_path / "cm.lead", tmp_path))
     assert f["inside"]["calls"] == 3 and "outside" not in f
@@ -520,7 +520,7 @@ def test_refuses_over_another_profiler(tmp_path: Path) -> None:
         pr.disable()
     """,
     )
-    r = subprocess.run([PY, script], capture_output=True, text=True)
+    r = run([PY, script], capture_output=True, text=True)
     assert "another profiler is active" in r.stdout, r.stdout + r.stderr
 
 

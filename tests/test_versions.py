@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import leadline, report
+from support import leadline, report, run
 
 from leadline import _native
 
@@ -136,7 +136,7 @@ def test_import_under_a_free_threaded_interpreter_is_refused_in_one_line() -> No
     # A free-threaded build says so in sys.abiflags ("t"); none is installed here, so the
     # running interpreter is made to look like one before leadline is imported.
     code = "import sys; sys.abiflags = 't' + sys.abiflags; import leadline"
-    r = subprocess.run([PY, "-c", code], capture_output=True, text=True)
+    r = run([PY, "-c", code], capture_output=True, text=True)
     assert r.returncode == 1
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: leadline does not support free-threaded CPython builds")

@@ -9,8 +9,8 @@ import time
 
 import leadline
 from leadline import _native
-from leadline.analysis import analyse
-from leadline.capture import Capture
+from leadline.analyse.trace import analyse
+from leadline.capture.reader import Capture
 
 
 def f(n: int) -> list[bytes]:
@@ -47,7 +47,7 @@ with leadline.profile(path + ".s", rate=2000, memory=True) as sampler:
         f(300)
 result = sampler.stop()
 with Capture(path + ".s") as cap:
-    from leadline.sampling import load_profile
+    from leadline.analyse.samples import load_profile
 
     sampled = load_profile(cap)
     assert sampled.samples > 0, f"no samples: {result}"

@@ -28,24 +28,24 @@ if "t" in getattr(sys, "abiflags", ""):
     )
 
 from .errors import LeadlineError
-from .marks import mark, span
-from .profiler import ProfileOptions, Profiler, ProfileResult, profile
-from .tracer import TraceOptions, Tracer, TraceResult, trace, traced
+from .record.marks import mark, span
+from .record.profiler import ProfileOptions, Profiler, ProfileResult, profile
+from .record.tracer import TraceOptions, Tracer, TraceResult, trace, traced
 
 if TYPE_CHECKING:
-    from .agent import start_agent, stop_agent
-    from .mark_handler import MarkHandler
+    from .fleet.agent import start_agent, stop_agent
+    from .record.mark_handler import MarkHandler
 
 
 def __getattr__(name: str) -> Any:
     # The agent brings HTTP, TLS and pprof encoding: loaded on first use, not by `import leadline`
     # (which every profiled program pays at start-up).
     if name in ("start_agent", "stop_agent"):
-        from . import agent
+        from .fleet import agent
 
         return getattr(agent, name)
     if name == "MarkHandler":  # brings `logging`
-        from .mark_handler import MarkHandler
+        from .record.mark_handler import MarkHandler
 
         return MarkHandler
     raise AttributeError(f"module 'leadline' has no attribute {name!r}")

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from .diff import DEFAULT_SIGMA, Settings, compare, fail_reasons, load_side
+from .analyse.diff import DEFAULT_SIGMA, Settings, compare, fail_reasons, load_side
 from .errors import LeadlineError
-from .profiler import ProfileOptions, Profiler
+from .record.profiler import ProfileOptions, Profiler
 
 LATEST = "latest"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]]+")

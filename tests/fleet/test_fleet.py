@@ -15,11 +15,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fleetlib import AuthProxy, connect_json
 from pyroscope_server import PyroscopeServer
 
-from leadline.import_formats import read_pprof
-from leadline.pyroscope import parse_fleet_url, select_merge_profile
+from leadline.capture.foreign import read_pprof
+from leadline.fleet.pyroscope import parse_fleet_url, select_merge_profile
+
+pytestmark = pytest.mark.fleet
 
 PROGRAM = """
     import os, time

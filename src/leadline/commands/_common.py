@@ -14,13 +14,13 @@ from typing import IO, Any
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-from .. import runner
-from ..capture import Capture
-from ..capture import Progress as Progress_
+from ..capture.reader import Capture
+from ..capture.reader import Progress as Progress_
 from ..errors import LeadlineError
+from ..record import runner
+from ..record.recorder import Recorder
 from ..render import RenderOptions
 from ..render.base import Renderer
-from ..tracer import Recorder
 
 BIG_CAPTURE = 32 << 20
 

@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 from ..errors import LeadlineError
-from ..profiler import attach
+from ..record.profiler import attach
 from .run import add_sampling_arguments, options_from, summarise
 
 

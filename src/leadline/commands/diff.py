@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from ..diff import (
+from ..analyse.diff import (
     DEFAULT_FLOOR,
     DEFAULT_MIN_DELTA,
     DEFAULT_PER_FLOOR,

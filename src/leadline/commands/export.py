@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..profile_model import METRICS
+from ..analyse.model import METRICS
 from ..render import RenderOptions, get_renderer
 from ..render.base import all_renderers
 from ._common import render_capture

@@ -11,9 +11,9 @@ from typing import Any
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
-from .. import runner
+from ..analyse.overhead import MODES, measure, summarise, target_argv
 from ..errors import LeadlineError
-from ..overhead import MODES, measure, summarise, target_argv
+from ..record import runner
 from ..render import RenderOptions
 from ..render.text import make_console
 from ._target import add_target_arguments

@@ -10,9 +10,9 @@ import threading
 import time
 from typing import Any
 
-from .. import runner
 from ..errors import LeadlineError
-from ..probe import (
+from ..record import runner
+from ..record.probe import (
     ProbeRecorder,
     ProbeResult,
     Probes,
@@ -155,8 +155,8 @@ def probe_process(args: argparse.Namespace) -> int:
         raise LeadlineError("--pid counts in a running process: give no program to run")
     if args.output:
         raise LeadlineError("--pid: -o (a capture of the session) is not supported; use --json")
-    from ..probe import RemoteProbes
-    from ..profiler import inspect_process
+    from ..record.probe import RemoteProbes
+    from ..record.profiler import inspect_process
 
     info = inspect_process(args.pid)
     mine = sys.version_info[1]

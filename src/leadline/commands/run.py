@@ -12,16 +12,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import runner
 from ..errors import LeadlineError
-from ..profiler import ProfileOptions, Profiler, ProfileResult
+from ..record import runner
+from ..record.profiler import ProfileOptions, Profiler, ProfileResult
+from ..record.recorder import default_output
 from ..render import RenderOptions, get_renderer
-from ..tracer import default_output
 from ._common import render_capture, run_recorded
 from ._target import add_target_arguments
 
 if TYPE_CHECKING:
-    from ..agent import AgentConfig
+    from ..fleet.agent import AgentConfig
 
 
 def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
@@ -125,8 +125,8 @@ def register(sub: Any) -> None:
 
 def push_config(args: argparse.Namespace, target: runner.Target) -> AgentConfig:
     """The command line's settings over the LEADLINE_* environment's (docs/fleet.md)."""
-    from ..agent import AgentConfig  # the fleet path's modules load only when it is used
-    from ..pyroscope import parse_labels
+    from ..fleet.agent import AgentConfig  # the fleet path's modules load only when it is used
+    from ..fleet.pyroscope import parse_labels
 
     base = AgentConfig.from_env({**os.environ, "LEADLINE_PUSH": args.push})
     assert base is not None
@@ -151,8 +151,8 @@ def push_config(args: argparse.Namespace, target: runner.Target) -> AgentConfig:
 def run_pushing(args: argparse.Namespace, target: runner.Target) -> int:
     if args.output:
         raise LeadlineError("--push sends profiles to Pyroscope; it writes no capture (-o)")
-    from ..agent import Agent
-    from ..agent import register as register_agent
+    from ..fleet.agent import Agent
+    from ..fleet.agent import register as register_agent
 
     config = push_config(args, target)
     config.validate()

@@ -11,10 +11,10 @@ from typing import Any
 
 from rich.progress import BarColumn, Progress, TextColumn
 
+from ..analyse.sweep import headers, html_page, parse_env, run_sweep, table_rows, write_png
 from ..errors import LeadlineError
 from ..render import RenderOptions
 from ..render.text import make_console
-from ..sweep import headers, html_page, parse_env, run_sweep, table_rows, write_png
 from .probe import add_probe_arguments
 
 

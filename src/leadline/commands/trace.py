@@ -7,8 +7,9 @@ import os
 import sys
 from typing import Any
 
-from .. import runner
-from ..tracer import TraceOptions, Tracer, default_output
+from ..record import runner
+from ..record.recorder import default_output
+from ..record.tracer import TraceOptions, Tracer
 from ._common import run_recorded
 from ._target import add_target_arguments
 

@@ -10,9 +10,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import IO, Any, ClassVar
 
-from ..capture import Capture, Progress
+from ..analyse.model import Metric
+from ..capture.reader import Capture, Progress
 from ..errors import LeadlineError
-from ..profile_model import Metric
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import IO
 
-from ..capture import Capture
+from ..capture.reader import Capture
 from .base import Renderer, RenderOptions, register
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import IO
 
-from ..capture import Capture
-from ..export_formats import to_collapsed
+from ..capture.reader import Capture
 from .base import RenderOptions, register
+from .encode import to_collapsed
 from .sampled import SampledExport
 
 

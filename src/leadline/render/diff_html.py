@@ -1,12 +1,11 @@
 """The HTML report of ``leadline diff``: a differential flame graph.
 
-:func:`render_diff_html` turns the diff's machine form (:func:`leadline.diff.to_json`, with its
-merged call-path tree) into one self-contained page (see :mod:`.html_page` for what every
-report page shares and how untrusted names are kept out of the markup): a header with both
-inputs and the normalisation, the call tree of NEW (or, switched, of BASE) with each frame
-coloured by how its cost changed (red grew, blue shrank, neutral within noise; deeper for a
-larger ratio), the ranked table of functions, and the callers of the top regressions.
-"""
+:func:`render_diff_html` turns the diff's machine form (:func:`leadline.analyse.diff.to_json`, with
+its merged call-path tree) into one self-contained page (see :mod:`.html_page` for what every report
+page shares and how untrusted names are kept out of the markup): a header with both inputs and the
+normalisation, the call tree of NEW (or, switched, of BASE) with each frame coloured by how its cost
+changed (red grew, blue shrank, neutral within noise; deeper for a larger ratio), the ranked table
+of functions, and the callers of the top regressions."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..diff import Change, DiffResult, Side
+from ..analyse.diff import Change, DiffResult, Side
 from .units import fmt_ns
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import IO
 
-from ..analysis import analyse, to_json
-from ..capture import Capture
+from ..analyse.samples import load_profile
+from ..analyse.trace import analyse, to_json
+from ..capture.reader import Capture
 from ..errors import LeadlineError
-from ..sampling import load_profile
 from .base import Renderer, RenderOptions, is_sampling, register
 from .marks_table import marks_json
 from .sample_html import render_sample_html

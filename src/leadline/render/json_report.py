@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import IO
 
-from ..analysis import SCHEMA_VERSION, analyse, to_json
-from ..capture import Capture
-from ..sampling import load_profile
-from ..sampling import to_json as sample_json
+from ..analyse.samples import load_profile
+from ..analyse.samples import to_json as sample_json
+from ..analyse.trace import SCHEMA_VERSION, analyse, to_json
+from ..capture.reader import Capture
 from .base import Renderer, RenderOptions, is_sampling, register
 from .marks_table import marks_json
 from .probe_text import probe_data

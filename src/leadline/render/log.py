@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import IO
 
-from ..capture import KIND_NAMES, Capture, Mark
+from ..capture.reader import KIND_NAMES, Capture, Mark
 from .base import Renderer, RenderOptions, register
 
 HEADER = (

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..capture import Capture
+from ..capture.reader import Capture
 from .units import fmt_ns
 
 

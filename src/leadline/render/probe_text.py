@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..capture import Capture
+from ..capture.reader import Capture
 
 
 def fmt_ratio(value: float | None) -> str:

@@ -1,6 +1,6 @@
 """The HTML report of a sampling profile: an interactive flame graph.
 
-:func:`render_sample_html` turns a :class:`~leadline.profile_model.SampleProfile` into one
+:func:`render_sample_html` turns a :class:`~leadline.analyse.model.SampleProfile` into one
 self-contained page (see :mod:`.html_page` for what every report page shares, and how
 untrusted names are kept out of the markup): a header with the capture's facts, a flame graph
 of the stacks merged across threads with a thread selector, a weight switch (samples, CPU
@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..profile_model import SampleProfile
+from ..analyse.model import SampleProfile
 from .html_page import flame_panel, header, render_page, table_panel
 
 __all__ = ["render_sample_html"]

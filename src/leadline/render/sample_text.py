@@ -6,9 +6,16 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from ..analyse.model import Metric, SampleProfile
+from ..analyse.samples import (
+    TreeNode,
+    call_tree,
+    default_metric,
+    function_rows,
+    match_function,
+    selected,
+)
 from ..errors import LeadlineError
-from ..profile_model import Metric, SampleProfile
-from ..sampling import TreeNode, call_tree, default_metric, function_rows, match_function, selected
 from .base import RenderOptions
 from .units import fmt_bytes, fmt_ns
 

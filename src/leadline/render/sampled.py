@@ -3,10 +3,10 @@ refusal when the capture holds a trace instead."""
 
 from __future__ import annotations
 
-from ..capture import Capture
+from ..analyse.model import Metric, SampleProfile
+from ..analyse.samples import default_metric, load_profile
+from ..capture.reader import Capture
 from ..errors import LeadlineError
-from ..profile_model import Metric, SampleProfile
-from ..sampling import default_metric, load_profile
 from .base import Renderer, RenderOptions
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import IO
 
-from ..capture import Capture
-from ..export_formats import to_speedscope
+from ..capture.reader import Capture
 from .base import RenderOptions, register
+from .encode import to_speedscope
 from .sampled import SampledExport
 
 

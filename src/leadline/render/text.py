@@ -9,9 +9,9 @@ from typing import IO
 from rich.console import Console
 from rich.table import Table
 
-from ..analysis import TraceProfile, analyse
-from ..capture import Capture
-from ..sampling import load_profile
+from ..analyse.samples import load_profile
+from ..analyse.trace import TraceProfile, analyse
+from ..capture.reader import Capture
 from .base import Renderer, RenderOptions, is_sampling, register
 from .marks_table import print_marks
 from .probe_text import render_probe_text

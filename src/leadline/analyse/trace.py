@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import _native
-from .capture import Capture, Function, Progress
-from .errors import LeadlineError
+from .. import _native
+from ..capture.reader import Capture, Function, Progress
+from ..errors import LeadlineError
 
 SORT_KEYS = {
     "calls": "calls",

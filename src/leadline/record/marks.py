@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from . import _native
+from .. import _native
 
 if TYPE_CHECKING:
     from .mark_handler import MarkHandler as MarkHandler

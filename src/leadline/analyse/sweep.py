@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .childrun import ChildResult, run_child
-from .errors import LeadlineError
+from ..errors import LeadlineError
+from ..record.childrun import ChildResult, run_child
 
 
 @dataclass

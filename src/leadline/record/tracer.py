@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import functools
-import json
 import os
-import socket
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from . import __version__, _native
-from .errors import LeadlineError
+from .. import _native
+from ..errors import LeadlineError
+from .recorder import PACKAGE_DIR, PAGE_SIZE, Recorder, default_output
 
-# Hook kinds understood by Session.hook(); see tracer.c.
 HK_ENTER_LOCAL, HK_ENTER, HK_EXIT_LOCAL, HK_EXIT, HK_CALL, HK_C_RETURN, HK_C_RAISE = range(7)
 HK_BOOTSTRAP = 7
-
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-_PACKAGE_DIR = str(Path(__file__).resolve().parent) + os.sep
 
 
 @dataclass(frozen=True)
@@ -69,13 +62,6 @@ class TraceResult:
     seconds: float
 
 
-def default_output(program: str, mode: str = "trace") -> Path:
-    """`<program>-<mode>-<date>-<pid>.lead` in the current directory, as other profilers do."""
-    stem = Path(program).stem or "python"
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path(f"{stem}-{mode}-{stamp}-{os.getpid()}.lead")
-
-
 def _module_of(filename: str) -> str:
     """The dotted module name a file is imported as, from the longest sys.path entry."""
     path = os.path.abspath(filename)
@@ -116,240 +102,7 @@ def make_filter(
     return decide
 
 
-def _thread_names() -> dict[str, str]:
-    return {str(t.ident): t.name for t in threading.enumerate() if t.ident is not None}
-
-
-def _thread_tids() -> dict[str, str]:
-    """Native thread id -> name: marks carry the native id."""
-    return {str(t.native_id): t.name for t in threading.enumerate() if t.native_id is not None}
-
-
 _monitoring_used_before = False
-_recording: list[Recorder] = []  # what records in this process, for the fork handlers
-
-
-def _before_fork() -> None:
-    for r in _recording:
-        r._before_fork()
-
-
-def _after_fork_in_parent() -> None:
-    for r in _recording:
-        r._after_fork_in_parent()
-
-
-def _after_fork_in_child() -> None:
-    """A forked child records nothing (its parent's capture is not its to write): stop every
-    recording, so that the child runs at full speed.  The native side already closed the file."""
-    for r in list(_recording):
-        try:
-            r.stop()
-        except Exception:  # never disturb the child
-            pass
-
-
-os.register_at_fork(
-    before=_before_fork,
-    after_in_parent=_after_fork_in_parent,
-    after_in_child=_after_fork_in_child,
-)
-
-
-def capture_meta(
-    mode: str, argv: list[str], options: dict[str, Any], **extra: Any
-) -> dict[str, Any]:
-    """The META chunk of a capture recorded now (docs/format.md); `extra` overrides."""
-    return {
-        "format": _native.FORMAT_MAJOR,
-        "mode": mode,
-        "leadline_version": __version__,
-        "argv": argv,
-        "python_version": ".".join(map(str, sys.version_info[:3])),
-        "implementation": sys.implementation.name,
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "start_unix_ns": time.time_ns(),
-        "t_start": _native.ticks(),
-        "tick_ns": _native.tick_ns(),
-        "clock": _native.CLOCK,
-        "page_size": PAGE_SIZE,
-        "package_dir": _PACKAGE_DIR,
-        "options": options,
-        **extra,
-    }
-
-
-def open_capture(path: Path) -> int:
-    """The capture file, created or emptied, as a descriptor the native writer takes over."""
-    try:
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    except OSError as e:
-        raise LeadlineError(f"cannot write {path}: {e.strerror}") from None
-
-
-def capture_end(counters: dict[str, Any], **fields: Any) -> bytes:
-    """The END chunk (docs/format.md) of a recording whose native side returned `counters`."""
-    end = {"t_end": counters["t_end"], "tick_ns": counters["tick_ns"], **fields}
-    end["stop_unix_ns"] = time.time_ns()
-    return json.dumps(end).encode()
-
-
-@dataclass
-class RecordResult:
-    path: Path
-    bytes_written: int
-    write_error: str | None
-    dropped_chunks: int
-    seconds: float
-    counters: dict[str, Any]
-
-
-RecorderT = TypeVar("RecorderT", bound="Recorder")
-
-
-class Recorder:
-    """What every in-process recording shares: the capture file, META and END, thread names,
-    os._exit, fork.  Subclasses create the native recorder and turn its counters into a result."""
-
-    mode: str = "trace"
-
-    def __init__(self, path: str | os.PathLike[str] | None, argv: list[str] | None) -> None:
-        self.argv = list(sys.argv if argv is None else argv)
-        self.path = (
-            Path(path) if path is not None else default_output(self.argv[0] or "python", self.mode)
-        )
-        self._native: Any = None
-        self._started = 0.0
-        self._thread_names: dict[str, str] = {}
-        self._thread_tids: dict[str, str] = {}
-        self._real_exit: Callable[[int], Any] | None = None  # os._exit while we wrap it
-        self._real_thread_start: Callable[[threading.Thread], None] | None = None
-        self.record: RecordResult | None = None
-        self.pid = 0  # the process that records (a forked child does not)
-
-    # -- what subclasses provide ------------------------------------------------
-    def _options(self) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _begin(self, fd: int, meta: bytes) -> Any:
-        """Create and start the native recorder (it owns `fd` from then on)."""
-        raise NotImplementedError
-
-    def _end_fields(self, counters: dict[str, Any]) -> dict[str, Any]:
-        return {}
-
-    def _open_output(self) -> int:
-        """The descriptor the native recorder writes the capture to."""
-        return open_capture(self.path)
-
-    def _before_fork(self) -> None:
-        pass
-
-    def _after_fork_in_parent(self) -> None:
-        pass
-
-    def _finished(self) -> None:
-        """Called after the capture is closed, in the recording process."""
-
-    # -- lifecycle ------------------------------------------------------------
-    def _start(self) -> None:
-        if self._native is not None:
-            raise LeadlineError(f"this {self.mode} is already running")
-        fd = self._open_output()
-        meta = capture_meta(self.mode, self.argv, self._options())
-        self._thread_names = _thread_names()  # before the hooks, so that it is not traced
-        self._thread_tids = _thread_tids()
-        try:
-            self._native = self._begin(fd, json.dumps(meta).encode())
-        except (RuntimeError, OSError, ValueError) as e:
-            with contextlib.suppress(OSError):  # the native side may already have closed it
-                os.close(fd)
-            raise LeadlineError(str(e)) from None
-        self._started = time.perf_counter()
-        self._real_exit = os._exit
-        os._exit = self._exit_wrapper  # type: ignore[assignment]
-        self._watch_thread_names()
-        self.pid = os.getpid()
-        _recording.append(self)
-
-    def _watch_thread_names(self) -> None:
-        """Remember each thread's name when it starts: a thread that ends before the recording
-        stops is no longer listed by threading.enumerate()."""
-        real_start = threading.Thread.start
-        names, tids = self._thread_names, self._thread_tids
-
-        def start(thread: threading.Thread) -> None:
-            real_start(thread)
-            if thread.ident is not None:
-                names[str(thread.ident)] = thread.name
-            if thread.native_id is not None:
-                tids[str(thread.native_id)] = thread.name
-
-        self._real_thread_start = real_start
-        threading.Thread.start = start  # type: ignore[method-assign,assignment]
-
-    def _uninstall(self) -> None:
-        pass
-
-    def _stop(self) -> RecordResult:
-        if self.record is not None:
-            return self.record
-        if self._native is None:
-            raise LeadlineError(f"this {self.mode} was not started")
-        if self in _recording:
-            _recording.remove(self)
-        if self._real_exit is not None and os._exit == self._exit_wrapper:
-            os._exit = self._real_exit  # type: ignore[assignment]
-        if self._real_thread_start is not None:
-            threading.Thread.start = self._real_thread_start  # type: ignore[method-assign,assignment]
-            self._real_thread_start = None
-        self._uninstall()
-        counters = self._native.finish()
-        names = {**self._thread_names, **_thread_names()}
-        tids = {**self._thread_tids, **_thread_tids()}
-        end = capture_end(counters, **self._end_fields(counters), threads=names, thread_tids=tids)
-        written = self._native.close(end)
-        self.record = RecordResult(
-            path=self.path,
-            bytes_written=written["bytes_written"],
-            write_error=written["write_error"],
-            dropped_chunks=written["dropped_chunks"],
-            seconds=time.perf_counter() - self._started,
-            counters=counters,
-        )
-        if os.getpid() == self.pid:
-            self._finished()
-            if self.record.write_error:
-                print(
-                    f"leadline: warning: writing {self.path} failed ({self.record.write_error}); "
-                    "the capture holds what was written before",
-                    file=sys.stderr,
-                )
-        return self.record
-
-    def stop(self) -> Any:
-        return self._stop()
-
-    def start(self: RecorderT) -> RecorderT:
-        self._start()
-        return self
-
-    def __enter__(self: RecorderT) -> RecorderT:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _exit_wrapper(self, status: int) -> None:
-        """os._exit skips every cleanup: finish the capture first, then exit as asked."""
-        real = self._real_exit
-        try:
-            self.stop()
-        except BaseException:  # the program asked to exit now; nothing may stop that
-            pass
-        assert real is not None
-        real(status)
 
 
 class Tracer(Recorder):
@@ -388,7 +141,7 @@ class Tracer(Recorder):
             heap=o.heap,
             rss_period_us=o.rss_period_us,
             filter=make_filter(o.include, o.exclude),
-            exclude_prefix=_PACKAGE_DIR,
+            exclude_prefix=PACKAGE_DIR,
             disable=disable,
         )
         try:

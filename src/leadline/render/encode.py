@@ -16,9 +16,9 @@ import gzip
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
-from . import __version__
-from .errors import LeadlineError
-from .profile_model import Metric, SampleProfile, Stack, Thread
+from .. import __version__
+from ..analyse.model import Metric, SampleProfile, Stack, Thread
+from ..errors import LeadlineError
 
 PprofMetric = Literal["samples", "cpu", "wall", "memory"]
 PPROF_METRICS: tuple[PprofMetric, ...] = ("samples", "cpu", "wall", "memory")

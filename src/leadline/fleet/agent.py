@@ -7,10 +7,10 @@ has it set; see docs/fleet.md for every variable).
 
 The sampler is the one of ``leadline run`` (``_native/sampler.c``, CPU mode): a native thread
 that never takes the GIL.  It writes its capture into a pipe instead of a file; the agent's
-reader thread folds what arrives (:class:`~leadline.capture.CaptureStream`), and at the end of
-each period (by the samples' own timestamps, so a period holds what was sampled in it) turns the
-period's samples into a pprof with ``export_formats.to_pprof`` and hands it to
-:class:`~leadline.delivery.Delivery`, which sends it, or spools it when the server is away.
+reader thread folds what arrives (:class:`~leadline.capture.reader.CaptureStream`), and at
+the end of each period (by the samples' own timestamps, so a period holds what was sampled in
+it) turns the period's samples into a pprof with ``render.encode.to_pprof`` and hands it to
+:class:`~leadline.fleet.delivery.Delivery`, which sends it, or spools it when the server is away.
 Nothing here runs on the program's threads except start and stop.
 """
 
@@ -31,15 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .capture import CaptureStream
+from ..analyse.model import SampleProfile, Stack
+from ..analyse.samples import load_profile
+from ..capture.reader import CaptureStream
+from ..errors import LeadlineError
+from ..record.profiler import ProfileOptions, Profiler
+from ..record.recorder import thread_names
+from ..render.encode import to_pprof
 from .delivery import Delivery, Endpoint, Upload, safe_url
-from .errors import LeadlineError
-from .export_formats import to_pprof
-from .profile_model import SampleProfile, Stack
-from .profiler import ProfileOptions, Profiler
 from .pyroscope import check_labels, endpoint_from_env, ingest_params, parse_labels
-from .sampling import load_profile
-from .tracer import _thread_names
 
 FLUSH_GRACE_S = 1.5  # the sampler hands a partly filled chunk over within 1 s
 ENV_PREFIX = "LEADLINE_"
@@ -228,7 +228,7 @@ class Agent(Profiler):
         self.periods += 1
         if n == 0 or not self.stream.meta:
             return
-        self.stream.end = {"threads": {**self._thread_names, **_thread_names()}}
+        self.stream.end = {"threads": {**self._thread_names, **thread_names()}}
         profile = load_profile(self.stream)
         self.stream.end = None
         profile = dataclasses.replace(

@@ -1,14 +1,14 @@
 """Delivery of the agent's profiles to Grafana Pyroscope: a bounded queue, a disk spool, retries.
 
-The agent (:mod:`leadline.agent`) hands each finished profile to :meth:`Delivery.submit`, which
-never blocks and never raises.  A background thread POSTs profiles in the order they were made
-to Pyroscope's ``/ingest``.  When the server cannot be reached, times out, answers 5xx or 429,
-or says it is not ready (a Pyroscope that is starting answers 422 "empty ring"), profiles go to
-a spool directory on disk, bounded by a size cap, and are retried with exponential backoff and
-full jitter until the server is back; then the spool is delivered oldest first before anything
-newer.  Nothing within the cap is lost; beyond it the oldest profiles are
-dropped and counted.  At exit, whatever could not be sent within a short deadline stays in the
-spool, and the next agent that uses the same spool directory delivers it.
+The agent (:mod:`leadline.fleet.agent`) hands each finished profile to :meth:`Delivery.submit`,
+which never blocks and never raises. A background thread POSTs profiles in the order they were made
+to Pyroscope's ``/ingest``. When the server cannot be reached, times out, answers 5xx or 429, or
+says it is not ready (a Pyroscope that is starting answers 422 "empty ring"), profiles go to a spool
+directory on disk, bounded by a size cap, and are retried with exponential backoff and full jitter
+until the server is back; then the spool is delivered oldest first before anything newer. Nothing
+within the cap is lost; beyond it the oldest profiles are dropped and counted. At exit, whatever
+could not be sent within a short deadline stays in the spool, and the next agent that uses the same
+spool directory delivers it.
 
 Spool files are owned by one process at a time: a process names its files ``*.p<PID>`` and, on
 start, adopts the unowned ones (``*.upload``, left by a process that exited cleanly) and those of
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from .. import __version__
 
 USER_AGENT = f"leadline/{__version__}"
 

@@ -17,8 +17,8 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .errors import LeadlineError
-from .profile_model import Frame
+from ..analyse.model import Frame
+from ..errors import LeadlineError
 
 
 @dataclass

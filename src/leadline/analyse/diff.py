@@ -40,12 +40,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .analysis import analyse
-from .capture import MAGIC, Capture
-from .errors import LeadlineError
-from .import_formats import ForeignProfile, read_collapsed, read_pprof
-from .pyroscope import FleetQuery, is_fleet_url, parse_fleet_url, select_merge_profile
-from .sampling import load_profile, selected
+from ..capture.foreign import ForeignProfile, read_collapsed, read_pprof
+from ..capture.reader import MAGIC, Capture
+from ..errors import LeadlineError
+from ..fleet.pyroscope import FleetQuery, is_fleet_url, parse_fleet_url, select_merge_profile
+from .samples import load_profile, selected
+from .trace import analyse
 
 SCHEMA_VERSION = 1
 DEFAULT_SIGMA = 4.0

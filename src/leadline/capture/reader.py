@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from . import _native
-from .errors import LeadlineError
+from .. import _native
+from ..errors import LeadlineError
 
 MAGIC = b"LEADLINE"
 CHUNK_MAGIC = b"LLCK"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from . import _native
+from .. import _native
 from .marks import MARK
 
 

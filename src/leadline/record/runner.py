@@ -10,7 +10,7 @@ import types
 from dataclasses import dataclass
 from types import TracebackType
 
-from .errors import LeadlineError
+from ..errors import LeadlineError
 
 
 @dataclass
@@ -53,7 +53,7 @@ def parse_target(
 def _print_exception(exc: BaseException) -> None:
     """Print a traceback the way the interpreter would, without leadline's own frames."""
     tb: TracebackType | None = exc.__traceback__
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package
     while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(here):
         tb = tb.tb_next
     traceback.print_exception(type(exc), exc, tb)

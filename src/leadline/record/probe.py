@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import _native
-from .errors import LeadlineError
-from .tracer import Recorder
+from .. import _native
+from ..errors import LeadlineError
+from .recorder import Recorder
 
 ENTRY = -1
 
@@ -530,7 +530,7 @@ class RemoteProbes:
     def _script(self, name: str, call: str) -> str:
         """A script for the target: import this leadline (its folder appended to sys.path only
         while importing) and call `call`(session)."""
-        pkg_parent = str(Path(__file__).resolve().parent.parent)
+        pkg_parent = str(Path(__file__).resolve().parents[2])
         path = self._dir / name
         path.write_text(
             "def _leadline_probe():\n"
@@ -539,7 +539,7 @@ class RemoteProbes:
             f"    extra = {pkg_parent!r} not in sys.path\n"
             f"    if extra: sys.path.append({pkg_parent!r})\n"
             "    try:\n"
-            "        from leadline import probe\n"
+            "        from leadline.record import probe\n"
             "    except BaseException as e:\n"
             f"        with open({str(self._dir / REMOTE_ERROR)!r}, 'w') as f:\n"
             "            f.write(f'{type(e).__name__}: {e}')\n"

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .capture import SAMPLE_IDLE, Capture, CaptureStream, Progress
-from .errors import LeadlineError
-from .profile_model import Frame, Metric, SampleProfile, Stack, Thread
+from ..capture.reader import SAMPLE_IDLE, Capture, CaptureStream, Progress
+from ..errors import LeadlineError
+from .model import Frame, Metric, SampleProfile, Stack, Thread
 
 SCHEMA_VERSION = 1
 _RUNPY = ("runpy.py", "<frozen runpy>")

@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _native
-from .errors import LeadlineError
-from .tracer import Recorder, capture_end, capture_meta, default_output, open_capture
+from .. import _native
+from ..errors import LeadlineError
+from .recorder import Recorder, capture_end, capture_meta, default_output, open_capture
 
 MAX_RATE = 20_000
 

@@ -20,9 +20,9 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
+from ..errors import LeadlineError
+from ..render.encode import protobuf_message
 from .delivery import Endpoint, HTTPFailure, request
-from .errors import LeadlineError
-from .export_formats import protobuf_message
 
 LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 CPU_TYPE = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .capture import Capture
-from .childrun import ChildResult, run_child
-from .errors import LeadlineError
-from .runner import Target
+from ..capture.reader import Capture
+from ..errors import LeadlineError
+from ..record.childrun import ChildResult, run_child
+from ..record.runner import Target
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .errors import LeadlineError
+from ..errors import LeadlineError
 
 
 @dataclass(frozen=True)

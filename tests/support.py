@@ -1,0 +1,147 @@
+"""What the tests share: running the real CLI and other Python children (dumping their stacks if
+they hang), reading its JSON, finding other Python versions.  Imported as `support` (the tests'
+folder is on the path, from the repository root as from tests/)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+PY = sys.executable
+ROOT = Path(__file__).resolve().parent.parent
+# How long a hung child gets to print its stacks after SIGABRT (faulthandler) before it is killed.
+DUMP_GRACE_S = 10.0
+
+
+class ChildTimeout(AssertionError):
+    """A child that did not finish in time; its message holds the child's Python stacks."""
+
+
+def run(
+    cmd: Sequence[str | os.PathLike[str]],
+    *,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+    **kwargs: Any,
+) -> subprocess.CompletedProcess[str]:
+    """subprocess.run(cmd, capture_output=True, text=True) for a Python child; if it runs past
+    `timeout`, its Python stacks (every thread's, from faulthandler on SIGABRT) are dumped and
+    the test fails with them, instead of a bare TimeoutExpired."""
+    child_env = {**(os.environ if env is None else env), "PYTHONFAULTHANDLER": "1"}
+    check = kwargs.pop("check", False)
+    kwargs.pop("capture_output", None)  # always captured
+    kwargs.setdefault("stdout", subprocess.PIPE)
+    kwargs.setdefault("stderr", subprocess.PIPE)
+    kwargs.setdefault("text", True)
+    with subprocess.Popen([str(c) for c in cmd], env=child_env, **kwargs) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            out, err = dump_and_kill(proc)
+            raise ChildTimeout(
+                f"{' '.join(map(str, cmd))} did not finish within {timeout:g} s; "
+                f"its stacks and output:\n{err}\n--- stdout ---\n{out}"
+            ) from None
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    if check:
+        done.check_returncode()
+    return done
+
+
+def dump_and_kill(proc: subprocess.Popen[Any]) -> tuple[Any, Any]:
+    """Make a hung Python child print its stacks (faulthandler, enabled by PYTHONFAULTHANDLER
+    in its environment, dumps every thread on SIGABRT), then kill it; (stdout, stderr)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGABRT)
+    try:
+        return proc.communicate(timeout=DUMP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate()
+
+
+def write(tmp_path: Path, name: str, source: str) -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(source), encoding="utf-8")
+    return p
+
+
+def leadline(
+    *args: str | os.PathLike[str], cwd: Path, timeout: float = 120, check: bool = False
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
+    r = run([PY, "-m", "leadline", *map(str, args)], cwd=cwd, timeout=timeout, env=env)
+    if check and r.returncode != 0:
+        raise AssertionError(f"leadline {args} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def report(capture: Path, cwd: Path) -> dict[str, Any]:
+    r = leadline("report", capture, "--json", cwd=cwd, check=True)
+    data: dict[str, Any] = json.loads(r.stdout)
+    return data
+
+
+def log_rows(capture: Path, cwd: Path) -> list[dict[str, Any]]:
+    r = leadline("log", capture, "--json", cwd=cwd, check=True)
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
+def funcs(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Functions of a report by name (the first of each name)."""
+    out: dict[str, dict[str, Any]] = {}
+    for f in data["functions"]:
+        out.setdefault(f["name"], f)
+    return out
+
+
+def traced(
+    tmp_path: Path, source: str, *opts: str, name: str = "prog.py"
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    script = write(tmp_path, name, source)
+    cap = tmp_path / "out.lead"
+    r = leadline("trace", "-o", cap, *opts, script, cwd=tmp_path)
+    return r, cap
+
+
+def find_python(version: str) -> str | None:
+    """The path of an installed `python<version>` (e.g. "3.12", "2.7"), or None."""
+    if version == f"{sys.version_info[0]}.{sys.version_info[1]}":
+        return sys.executable
+    candidates = []
+    try:
+        bare = subprocess.run(
+            ["pyenv", "versions", "--bare"], capture_output=True, text=True, timeout=30
+        ).stdout.split()
+        for v in bare:
+            if v == version or v.startswith(version + "."):
+                prefix = subprocess.run(
+                    ["pyenv", "prefix", v], capture_output=True, text=True, timeout=30
+                ).stdout.strip()
+                candidates.append(os.path.join(prefix, "bin", f"python{version}"))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    found = shutil.which(f"python{version}")
+    if found:
+        candidates.append(found)
+    for exe in candidates:
+        try:
+            ok = subprocess.run(
+                [exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if ok.returncode == 0 and ok.stdout.strip() == version:
+            return exe
+    return None
