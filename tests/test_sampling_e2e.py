@@ -149,16 +149,40 @@ def test_run_text_table_and_callers(tmp_path: Path) -> None:
 
 
 def test_cpu_mode_ignores_sleeping_threads(tmp_path: Path) -> None:
-    src = BUSY.replace(
-        'print("out: ünïcode")', 'print(time.thread_time_ns(), file=open("cpu.txt", "w"))'
-    )
+    # The work is a set amount of CPU time, not of wall-clock time: on a busy machine the
+    # program's CPU time must still dwarf what it used before sampling began (starting Python
+    # and leadline), which the profile does not hold.
+    src = """
+        import threading, time
+        start = time.thread_time_ns()
+        def leaf(n):
+            s = 0
+            for i in range(n):
+                s += i
+            return s
+        def main(cpu_ns):
+            while time.thread_time_ns() - start < cpu_ns:
+                leaf(40000)
+        done = threading.Event()
+        def sleeper():
+            done.wait()
+        th = threading.Thread(target=sleeper)
+        th.start()
+        main(600_000_000)
+        end = time.thread_time_ns()
+        done.set()
+        th.join()
+        print(start, end, file=open("cpu.txt", "w"))
+    """
     _, data = run_profile(tmp_path, src, "--mode", "cpu", "--rate", "500")
     assert data["mode"] == "cpu" and data["metric"] == "cpu"
     # The sleeping thread only used CPU to start: next to nothing.
     assert shares(data, "total_pct").get("sleeper", 0.0) < 1.0
-    # Weights are CPU nanoseconds: the main thread's CPU time, as it measured it.
-    cpu = int((tmp_path / "cpu.txt").read_text())
-    assert 0.85 * cpu < data["total"] < 1.1 * cpu
+    # Weights are CPU nanoseconds: the main thread's CPU time, as it measured it: the
+    # program's (less what it used before the sampler first looked at it: a few ms, more on a
+    # busy machine), and not what it used before sampling began.
+    start, end = map(int, (tmp_path / "cpu.txt").read_text().split())
+    assert 0.9 * (end - start) < data["total"] < 1.02 * (end - start) + 0.05e9
     assert shares(data)["leaf"] > 90.0
 
 
@@ -438,9 +462,33 @@ def test_attach_not_permitted(tmp_path: Path) -> None:
         assert not (tmp_path / "x.lead").exists()
 
 
-def test_attach_needs_positive_duration(tmp_path: Path) -> None:
-    msg = error_of(leadline("attach", str(os.getpid()), "--duration", "0", cwd=tmp_path))
-    assert msg == "leadline: error: --duration must be positive"
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((f"--duration={d}",), "--duration must be a positive number of seconds")
+        for d in ("0", "-1", "nan", "inf", "-inf")
+    ]
+    + [
+        ((f"--rate={r}",), "--rate must be between 1 and 20000 Hz")
+        for r in ("0", "nan", "inf", "-inf", "20001")
+    ]
+    + [
+        ((f"--max-depth={d}",), "--max-depth must be between 1 and 1,000,000")
+        for d in ("0", "2000000")
+    ],
+)
+def test_attach_rejects_bad_numbers(tmp_path: Path, args: tuple[str], message: str) -> None:
+    """Every numeric option of attach (and the sampling ones of run): a number that is not
+    finite, or out of range, is a one-line error before anything starts."""
+    script = tmp_path / "target.py"
+    script.write_text(TARGET)
+    with started(PY, str(script), "60") as proc:
+        msg = error_of(leadline("attach", str(proc.pid), *args, "-o", "x.lead", cwd=tmp_path))
+        assert msg == f"leadline: error: {message}"
+    if not args[0].startswith("--duration"):
+        msg = error_of(leadline("run", *args, "-o", "y.lead", "-c", "pass", cwd=tmp_path))
+        assert msg == f"leadline: error: {message}"
+    assert not (tmp_path / "x.lead").exists() and not (tmp_path / "y.lead").exists()
 
 
 def test_interrupted_attach_keeps_samples(tmp_path: Path) -> None:
@@ -460,6 +508,163 @@ def test_interrupted_attach_keeps_samples(tmp_path: Path) -> None:
         att.wait(timeout=30)
         assert att.returncode == 0
         assert report(cap, tmp_path)["samples"] > 20
+
+
+def attach_stopped_while_target_ends(
+    tmp_path: Path, *, reap: bool, after_samples: bool
+) -> tuple[subprocess.CompletedProcess[str], int, Path]:
+    """Attach to a busy target, stop the attacher (SIGSTOP: a process the scheduler starves,
+    taken to the extreme) at a chosen point, end the target, let the attacher go on.  The
+    target is waited for (gone) or left a zombie.  (attach's result, the target's pid, the
+    capture)."""
+    script = tmp_path / "target.py"
+    script.write_text(TARGET)
+    cap = tmp_path / "att.lead"
+    cap.unlink(missing_ok=True)
+    target = subprocess.Popen([PY, str(script), "120"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout is not None and target.stdout.readline() == "ready\n"
+        env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
+        cmd = [PY, "-m", "leadline", "attach", str(target.pid), "--rate", "200", "-o", str(cap)]
+        att = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        try:
+            deadline = time.time() + 60
+            if after_samples:  # once a chunk of samples is in the file (within 1 s)
+                while (not cap.exists() or cap.stat().st_size < 2048) and time.time() < deadline:
+                    time.sleep(0.01)
+            else:  # the moment it has made the file: it has looked at the target once
+                while not cap.exists() and time.time() < deadline:
+                    pass
+            att.send_signal(signal.SIGSTOP)
+            target.kill()
+            if reap:
+                target.wait()
+            else:  # its exit is not collected: a zombie (it has no memory left to read)
+                while open(f"/proc/{target.pid}/stat").read().rsplit(")", 1)[1][1] != "Z":
+                    time.sleep(0.01)
+            att.send_signal(signal.SIGCONT)
+            out, err = att.communicate(timeout=120)
+        finally:
+            att.kill()
+            att.wait()
+        return subprocess.CompletedProcess(cmd, att.returncode, out, err), target.pid, cap
+    finally:
+        target.kill()
+        target.wait()
+
+
+@pytest.mark.parametrize("reap", [True, False], ids=["gone", "zombie"])
+def test_attach_target_ends_before_the_first_tick(tmp_path: Path, reap: bool) -> None:
+    """A target seen alive, which ends before the sampler first reads it, ends the capture
+    cleanly, empty.  It used to make attach fail with "no such process" (or "not a Python
+    process" for a zombie) and leave an empty file: the sampler looked at the process a second
+    time before it started, and a busy or low-priority attach can take seconds between the two.
+    Each run stops the attacher right after its first look; three runs each."""
+    for _ in range(3):
+        r, pid, cap = attach_stopped_while_target_ends(tmp_path, reap=reap, after_samples=False)
+        assert r.returncode == 0, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert re.fullmatch(
+            rf"leadline: process {pid} exited \d+\.\d\d s after sampling began; the capture "
+            r"holds the samples taken until then",
+            lines[-2],
+        ), lines
+        data = report(cap, tmp_path)
+        assert data["complete"] is True and data["pid"] == pid
+        assert data["exited_ns"] is not None and data["exited_ns"] >= 0
+        assert data["torn"] == 0
+
+
+@pytest.mark.parametrize("reap", [True, False], ids=["gone", "zombie"])
+def test_attach_keeps_its_samples_when_the_target_ends(tmp_path: Path, reap: bool) -> None:
+    """The target ends while attach is starved, after it took samples: they are all kept, the
+    capture ends cleanly, and the summary says when the process exited."""
+    r, pid, cap = attach_stopped_while_target_ends(tmp_path, reap=reap, after_samples=True)
+    assert r.returncode == 0, r.stderr
+    m = re.search(rf"leadline: process {pid} exited (\d+\.\d\d) s after sampling began", r.stderr)
+    assert m, r.stderr
+    data = report(cap, tmp_path)
+    assert data["complete"] is True
+    assert data["samples"] > 20 and data["torn"] == 0
+    assert shares(data, "total_pct")["target_loop"] > 95.0
+    # When it was found gone: after the samples, within the capture, as the summary says.
+    assert 0 < data["exited_ns"] <= data["duration_ns"]
+    assert abs(data["exited_ns"] / 1e9 - float(m.group(1))) < 0.01
+
+
+def test_attach_to_a_zombie(tmp_path: Path) -> None:
+    gone = subprocess.Popen([PY, "-c", "pass"])
+    try:
+        while open(f"/proc/{gone.pid}/stat").read().rsplit(")", 1)[1][1] != "Z":
+            time.sleep(0.01)
+        msg = error_of(leadline("attach", str(gone.pid), "-o", "z.lead", cwd=tmp_path))
+        assert msg == (
+            f"leadline: error: process {gone.pid} has exited (a zombie: its parent has not "
+            "waited for it yet)"
+        )
+        assert not (tmp_path / "z.lead").exists()
+    finally:
+        gone.wait()
+
+
+PHASES = """
+import sys, time
+def spin(until):
+    while time.time() < until:
+        pass
+def phase_a(until):
+    spin(until)
+def phase_b(until):
+    spin(until)
+print("ready", flush=True)
+sys.stdin.readline()
+t = time.time()
+phase_a(t + 3.0)
+phase_b(t + 6.0)
+"""
+
+
+def test_a_late_tick_stands_for_the_ticks_it_missed(tmp_path: Path) -> None:
+    """The target spends 3 s in phase_a, then 3 s in phase_b.  For 2 s of phase_a the attacher
+    is stopped (a sampler starved of CPU): its first tick after that comes 400 ticks late.  That
+    sample stands for the ticks it missed, so phase_a still gets half of the time; counted once,
+    it got a quarter."""
+    script = tmp_path / "phases.py"
+    script.write_text(PHASES)
+    cap = tmp_path / "att.lead"
+    target = subprocess.Popen(
+        [PY, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert target.stdout is not None and target.stdout.readline() == "ready\n"
+        cmd = [PY, "-m", "leadline", "attach", str(target.pid), "-q", "-r", "200", "-o", str(cap)]
+        att = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while (not cap.exists() or cap.stat().st_size < 512) and time.time() < deadline:
+            time.sleep(0.01)  # sampling (META is written as it starts)
+        assert target.stdin is not None
+        target.stdin.write("go\n")
+        target.stdin.flush()
+        time.sleep(0.5)
+        att.send_signal(signal.SIGSTOP)
+        time.sleep(2.0)
+        att.send_signal(signal.SIGCONT)
+        _, err = att.communicate(timeout=120)
+        assert att.returncode == 0, err
+    finally:
+        target.kill()
+        target.wait()
+    data = report(cap, tmp_path)
+    counts = {k: data[k] for k in ("ticks", "missed", "samples", "deferred", "total")}
+    assert data["missed"] >= 300, counts
+    # One thread: a record for every tick due, taken or missed (less the tick that found the
+    # process gone).
+    assert abs(data["samples"] - (data["ticks"] + data["missed"])) <= 3, counts
+    total = shares(data, "total_pct")
+    assert 40.0 <= total["phase_a"] <= 60.0, (total, counts)
+    assert 40.0 <= total["phase_b"] <= 60.0, (total, counts)
 
 
 # -- internals, checked against CPython itself ----------------------------------------
@@ -520,35 +725,54 @@ def test_line_tables_decode_like_co_lines() -> None:
 @pytest.mark.parametrize("mode", ["cpu", "wall"])
 def test_accuracy_on_a_known_split(tmp_path: Path, mode: str) -> None:
     """bench/workloads/split.py splits its CPU time 50/30/20 between three functions in small
-    shuffled units and measures the truth itself; every share must be within 2 points of it,
-    with under 1% of the samples missed or torn.  14 s at 1 kHz: a share of about half has a
-    binomial standard error of 0.42 points, so the bound is more than 4.5 of them (at 8 s it
-    was 3.6, and a run now and then missed by a tenth of a point).
+    shuffled units and measures the truth itself; every share must be within 2 points of it
+    (in wall mode, their shares of the three's time), on a quiet machine and on a busy one.
+    14 s at 1 kHz: a share of about half has a binomial standard error of 0.42 points on a
+    quiet machine, so the bound is more than 4.5 of them; on a busy one fewer samples can stand
+    for where the time went (docs/run.md, "Busy machines"), about one in six when the program
+    gets a sixth of a CPU: still thousands.
 
-    The host this runs on is shared: when it takes the CPUs away, the sampler wakes late and
-    says so (missed ticks).  Such a run, by leadline's own count, is run again, at most three
-    times in all; the bounds are asserted on the first run that was not held up."""
+    The program reads its CPU clock between units, so on a busy machine the kernel stops it
+    there far more often than it spends time there: before samples of stopped threads were
+    set aside, "heavy" lost 4 points beside two CPU hogs, and 16 on a busier host.
+
+    The counts must be honest however busy the machine: every tick due was taken or counted
+    as missed, and what the samples stand for adds up to the run (the program's CPU time in
+    cpu mode; a record per tick due in wall mode, missed ones included).  Missing under 1% of
+    the ticks is a promise for a quiet machine only: when the program itself did not get a CPU
+    to itself, the sampler did not either."""
     truth_file = tmp_path / "truth.json"
     cap = tmp_path / "split.lead"
     workload = ROOT / "bench" / "workloads" / "split.py"
-    disturbed = []
-    for _ in range(3):
-        r = leadline(
-            "run", "-q", "--mode", mode, "--rate", "1000", "-o", cap,
-            workload, "--seconds", "14", "--truth", truth_file,
-            cwd=tmp_path, timeout=300,
-        )  # fmt: skip
-        assert r.returncode == 0, r.stderr
-        data = report(cap, tmp_path)
-        if data["missed"] < 0.01 * data["ticks"]:
-            break
-        disturbed.append((data["missed"], data["ticks"]))
+    r = leadline(
+        "run", "-q", "--mode", mode, "--rate", "1000", "-o", cap,
+        workload, "--seconds", "14", "--truth", truth_file,
+        cwd=tmp_path, timeout=900,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    data = report(cap, tmp_path)
     truth = json.loads(truth_file.read_text())
-    assert data["samples"] >= 8400  # 14 s at 1 kHz, less what a loaded machine delays
-    assert data["missed"] + data["torn"] < 0.01 * data["ticks"], (disturbed, data)
+    counts = {k: data[k] for k in ("ticks", "missed", "torn", "deferred", "samples", "total")}
     got = shares(data, "total_pct")
+    if mode == "wall":
+        # Wall-clock time: on a machine whose load comes and goes, the program's phases took
+        # more or less of it per CPU second (its start-up, say, took 8% of a run's wall-clock
+        # time for 2% of its CPU time), but the three functions, whose units are shuffled
+        # together, always got the same wall-clock time per CPU second as one another.
+        three = sum(got[name] for name in truth["functions"])
+        got = {name: 100.0 * got[name] / three for name in truth["functions"]}
+    key = "of_thread_pct" if mode == "cpu" else "share_pct"
     for name, t in truth["functions"].items():
-        assert abs(got[name] - t["of_thread_pct"]) <= 2.0, (name, got[name], t, disturbed)
+        assert abs(got[name] - t[key]) <= 2.0, (name, got[name], t, counts)
+    due = data["duration_ns"] / 1e9 * 1000
+    assert abs(data["ticks"] + data["missed"] - due) <= 0.01 * due, (due, counts)
+    if mode == "cpu":
+        assert abs(data["total"] - truth["thread_cpu_ns"]) <= 0.02 * truth["thread_cpu_ns"]
+    else:
+        assert abs(data["samples"] - (data["ticks"] + data["missed"])) <= 0.01 * due, counts
+    assert data["torn"] <= 0.01 * data["ticks"], counts
+    if truth["thread_cpu_ns"] >= 0.9 * data["duration_ns"]:  # the program had a CPU to itself
+        assert data["missed"] < 0.01 * data["ticks"], counts
 
 
 def test_churning_stacks_and_threads_at_5khz(tmp_path: Path) -> None:

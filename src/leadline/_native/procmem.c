@@ -442,8 +442,48 @@ int ll_layout_from_debug_offsets(const uint8_t *table, size_t n, int minor, LLPy
     return 0;
 }
 
+static int inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen);
+
+/* A process that has ended stays listed, as a zombie (state Z; X while it is being removed),
+ * until its parent waits for it: its /proc files are there but empty (no mappings) and reading
+ * its memory fails with ESRCH.  Each of those would otherwise say something false ("not a
+ * Python process", "no such process"). */
+int ll_process_ended(pid_t pid, char *why, size_t whylen) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0) close(fd);
+    if (n <= 0) {
+        if (fd < 0 && errno != ENOENT && errno != ESRCH) return 0; /* unreadable: not known */
+        say(why, whylen, "no such process: %s%ld", "", (long)pid);
+        return LL_E_NOPROC;
+    }
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X' || p[2] == 'x')) {
+        say(why, whylen,
+            "process %s%ld has exited (a zombie: its parent has not waited for it yet)", "",
+            (long)pid);
+        return LL_E_EXITED;
+    }
+    return 0;
+}
+
 int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
     memset(info, 0, sizeof *info);
+    int ended = ll_process_ended(pid, why, whylen);
+    if (ended) return ended;
+    int rc = inspect(pid, info, why, whylen);
+    /* It may have ended while it was read (its maps emptied, its memory gone). */
+    if (rc == LL_E_NOTPY || rc == LL_E_NOPROC || rc == LL_E_LAYOUT) {
+        ended = ll_process_ended(pid, why, whylen);
+        if (ended) return ended;
+    }
+    return rc;
+}
+
+static int inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
     FILE *maps = fopen(path, "re");

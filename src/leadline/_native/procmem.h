@@ -42,7 +42,10 @@ typedef struct {
 size_t ll_decode_linetable(int minor, long firstline, const uint8_t *t, size_t n,
                            LLLinePoint *out, size_t cap);
 
-enum { LL_E_NOPROC = 1, LL_E_PERM = 2, LL_E_NOTPY = 3, LL_E_VERSION = 4, LL_E_LAYOUT = 5 };
+/* LL_E_EXITED: the process has ended but is still listed (a zombie: its parent has not waited
+ * for it yet). */
+enum { LL_E_NOPROC = 1, LL_E_PERM = 2, LL_E_NOTPY = 3, LL_E_VERSION = 4, LL_E_LAYOUT = 5,
+       LL_E_EXITED = 6 };
 /* Where the layout came from: the compiled table alone (3.10-3.12), or the target's own
  * _Py_DebugOffsets table with the compiled one for what it does not publish (3.13+). */
 enum { LL_LAYOUT_COMPILED = 0, LL_LAYOUT_PUBLISHED = 1 };
@@ -57,6 +60,9 @@ typedef struct {
     char warning[256];  /* a one-line warning for the user ("" if none) */
 } LLPyInfo;
 int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen); /* 0 or LL_E_* */
+/* LL_E_NOPROC if the process is gone, LL_E_EXITED if it is a zombie (with a one-line reason in
+ * `why`), else 0. */
+int ll_process_ended(pid_t pid, char *why, size_t whylen);
 const LLLayout *ll_layout(int minor); /* the compiled table for 3.minor, or NULL */
 /* The layout from a _Py_DebugOffsets table (`table`, `n` bytes, read from the target) over the
  * compiled one; 0, or LL_E_* with a one-line reason in `why`. */

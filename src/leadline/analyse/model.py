@@ -75,6 +75,9 @@ class SampleProfile:
     stacks: list[Stack]
     meta: dict[str, Any] = field(default_factory=dict)  # the capture's META (argv, python...)
     complete: bool = True  # the capture was stopped cleanly
+    deferred: int = 0  # thread samples that could not stand for where its time went (late, or
+    # the thread stopped by the scheduler): their weight went to the thread's next fair samples
+    exited_ns: int | None = None  # attach: when the process was found gone, from the start
 
     def thread(self, serial: int) -> Thread:
         for t in self.threads:

@@ -132,6 +132,8 @@ def load_profile(cap: Capture | CaptureStream, progress: Progress | None = None)
         stacks=list(rows.values()),
         meta=dict(cap.meta),
         complete=cap.complete,
+        deferred=int(end.get("deferred", 0)),
+        exited_ns=cap.ns(int(end["exit_t"])) if end.get("exit_t") else None,
     )
 
 
@@ -278,6 +280,8 @@ def to_json(p: SampleProfile, idle: bool = False) -> dict[str, Any]:
         "ticks": p.ticks,
         "missed": p.missed,
         "torn": p.torn,
+        "deferred": p.deferred,
+        "exited_ns": p.exited_ns,
         "memory": p.memory,
         "complete": p.complete,
         "total": total if weighted else 0,

@@ -6,12 +6,13 @@ process_vm_readv, which needs ptrace permission over it."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from typing import Any
 
 from ..errors import LeadlineError
 from ..record.profiler import attach
-from .run import add_sampling_arguments, options_from, summarise
+from ._sampling import add_sampling_arguments, options_from, summarise
 
 
 def _pid(text: str) -> int:
@@ -42,8 +43,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.pid == os.getpid():
         raise LeadlineError("cannot attach to leadline itself; use `leadline run`")
-    if args.duration is not None and args.duration <= 0:
-        raise LeadlineError("--duration must be positive")
+    if args.duration is not None and not (math.isfinite(args.duration) and args.duration > 0):
+        raise LeadlineError("--duration must be a positive number of seconds")
     result = attach(args.pid, args.output, options_from(args), args.duration)
     summarise(result, args.quiet)
     return 0

@@ -8,8 +8,10 @@ SAMPLES records (docs/format.md), read by ``sampling.load_profile``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -22,6 +24,7 @@ from ..errors import LeadlineError
 from .recorder import Recorder, capture_end, capture_meta, default_output, open_capture
 
 MAX_RATE = 20_000
+MAX_DEPTH = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -37,8 +40,8 @@ class ProfileOptions:
             raise LeadlineError(f"--rate must be between 1 and {MAX_RATE} Hz")
         if self.mode not in ("wall", "cpu"):
             raise LeadlineError("--mode must be wall or cpu")
-        if self.max_depth < 1:
-            raise LeadlineError("--max-depth must be positive")
+        if not 1 <= self.max_depth <= MAX_DEPTH:
+            raise LeadlineError(f"--max-depth must be between 1 and {MAX_DEPTH:,}")
 
 
 @dataclass
@@ -52,6 +55,9 @@ class ProfileResult:
     write_error: str | None
     seconds: float
     sampler_cpu_ns: int
+    deferred: int = 0
+    pid: int | None = None  # attach: the process sampled
+    exited_after_s: float | None = None  # attach: when it was found gone, from the start
 
 
 def _sampler(fd: int, meta: bytes, pid: int, o: ProfileOptions) -> Any:
@@ -68,7 +74,16 @@ def _sampler(fd: int, meta: bytes, pid: int, o: ProfileOptions) -> Any:
 
 
 def _end_fields(counters: dict[str, Any]) -> dict[str, Any]:
-    keys = ("ticks", "samples", "missed", "torn", "retried", "truncated", "sampler_cpu_ns")
+    keys = (
+        "ticks",
+        "samples",
+        "missed",
+        "torn",
+        "deferred",
+        "retried",
+        "truncated",
+        "sampler_cpu_ns",
+    )
     return {k: counters[k] for k in keys}
 
 
@@ -85,6 +100,7 @@ def _result(
         write_error=error,
         seconds=secs,
         sampler_cpu_ns=counters["sampler_cpu_ns"],
+        deferred=counters["deferred"],
     )
 
 
@@ -190,7 +206,12 @@ def attach(
     options: ProfileOptions,
     duration: float | None,
 ) -> ProfileResult:
-    """Sample another, running process until it exits, `duration` passes, or Ctrl-C."""
+    """Sample another, running process until it exits, `duration` passes, or Ctrl-C.
+
+    A process that ends while it is sampled (however busy it was, and however starved of CPU
+    the sampler) ends the capture cleanly: the samples taken until then are kept, and the
+    result says when it was found gone.  Only a process that cannot be read when attach first
+    looks at it is an error."""
     options.validate()
     info = inspect_process(pid)
     if info["warning"]:
@@ -210,7 +231,10 @@ def attach(
     try:
         sampler = _sampler(fd, json.dumps(meta).encode(), pid, options)
     except (ProcessLookupError, PermissionError, ValueError, RuntimeError) as e:
+        # It was there a moment ago, and now cannot be read (another program now runs in it,
+        # say; one that has ended gives a sampler with nothing to sample): no capture.
         os.close(fd)
+        _remove_if_empty(out)
         raise LeadlineError(str(e)) from None
     started = time.perf_counter()
     deadline = started + duration if duration else None
@@ -220,9 +244,26 @@ def attach(
     except KeyboardInterrupt:
         pass
     counters = sampler.finish()
-    written = sampler.close(capture_end(counters, **_end_fields(counters)))
+    fields = _end_fields(counters)
+    exited_after_s = None
+    if counters["exit_t"]:
+        fields["exit_t"] = counters["exit_t"]
+        exit_ticks = max(counters["exit_t"] - meta["t_start"], 0)
+        exited_after_s = exit_ticks * counters["tick_ns"] / 1e9
+    written = sampler.close(capture_end(counters, **fields))
     secs = time.perf_counter() - started
-    return _result(out, counters, written["bytes_written"], written["write_error"], secs)
+    result = _result(out, counters, written["bytes_written"], written["write_error"], secs)
+    result.pid = pid
+    result.exited_after_s = exited_after_s
+    return result
+
+
+def _remove_if_empty(path: Path) -> None:
+    """Remove a capture file that was created and never written (not a device or a pipe)."""
+    with contextlib.suppress(OSError):
+        st = path.stat()
+        if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+            path.unlink()
 
 
 def _cmdline(pid: int) -> list[str]:
