@@ -44,6 +44,9 @@ def shares(data: dict[str, Any], key: str = "self_pct") -> dict[str, float]:
     return out
 
 
+# main() works for a set amount of CPU time, not of wall-clock time, so that a busy machine
+# (which leaves fewer samples fit to count, docs/run.md "Busy machines") does not leave it with
+# too few to split hot from cold.
 BUSY = """
     import os, sys, threading, time
 
@@ -60,8 +63,8 @@ BUSY = """
         return leaf(10000)
 
     def main(seconds):
-        t = time.time()
-        while time.time() - t < seconds:
+        t = time.thread_time()
+        while time.thread_time() - t < seconds:
             hot()
             cold()
 

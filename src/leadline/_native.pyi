@@ -32,7 +32,9 @@ def probe_trace_bootstrap(frame: FrameType, event: str, arg: object, /) -> None:
 
 class Journal:
     def __init__(self, fd: int, meta: bytes, /) -> None: ...
-    def finish(self) -> dict[str, Any]: ...
+    def finish(self) -> dict[str, Any]:
+        """Stops sampling: {ticks, samples, missed, torn, deferred, retried, truncated,
+        sampler_cpu_ns, t_end, reads, tick_ns, stacks, functions, processes, exit_t}."""
     def close(self, end: bytes, /) -> dict[str, Any]: ...
 
 class Session:
@@ -56,7 +58,9 @@ class Session:
     ) -> None: ...
     def hook(self, kind: int, /) -> Callable[..., Any]: ...
     def install_profile(self) -> None: ...
-    def finish(self) -> dict[str, Any]: ...
+    def finish(self) -> dict[str, Any]:
+        """Stops sampling: {ticks, samples, missed, torn, deferred, retried, truncated,
+        sampler_cpu_ns, t_end, reads, tick_ns, stacks, functions, processes, exit_t}."""
     def close(self, end: bytes = ..., /) -> dict[str, Any]: ...
 
 class Aggregator:
@@ -76,8 +80,9 @@ def inspect_process(pid: int, /) -> dict[str, Any]:
     """Finds the interpreter of a process: {minor, runtime, code_type, path, layout_source
     ("published": from its _Py_DebugOffsets table, 3.13+; or "compiled"), published (fields the
     table gave), warning ("" or one line), offsets, compiled (the built-in table, or None)}.
-    Raises ProcessLookupError, PermissionError or ValueError (not Python, unsupported version
-    or build, a damaged table)."""
+    Raises ProcessLookupError (no such process, or one that has exited: a zombie),
+    PermissionError or ValueError (not Python, unsupported version or build, a damaged
+    table)."""
 
 def layout_from_debug_offsets(table: bytes, minor: int, /) -> dict[str, Any]:
     """What the sampler makes of a _Py_DebugOffsets table read from a 3.`minor` interpreter:
@@ -88,7 +93,10 @@ def pthread_tid_offset() -> int: ...
 
 class Sampler:
     """Samples the Python stacks of process `pid` (and, with subprocesses, its descendants)
-    from a native thread into a capture file (the file descriptor is taken over)."""
+    from a native thread into a capture file (the file descriptor is taken over).  Another
+    process that has ended by the time the sampler looks at it (gone, or a zombie) gives a
+    sampler with nothing to sample: running() is False at once, and finish()'s "exit_t" says
+    when it was found gone (as it does whenever the first process ends while sampled)."""
 
     def __init__(
         self,
@@ -101,7 +109,9 @@ class Sampler:
         subprocesses: bool = ...,
         max_depth: int = ...,
     ) -> None: ...
-    def finish(self) -> dict[str, Any]: ...
+    def finish(self) -> dict[str, Any]:
+        """Stops sampling: {ticks, samples, missed, torn, deferred, retried, truncated,
+        sampler_cpu_ns, t_end, reads, tick_ns, stacks, functions, processes, exit_t}."""
     def close(self, end: bytes, /) -> dict[str, Any]: ...
     def before_fork(self) -> None: ...
     def resume(self, later: bool = ...) -> None: ...

@@ -43,19 +43,25 @@
 #define LL_WALK_ATTEMPTS 4
 #define LL_MAX_CODE_SIZE 256 /* sizeof(PyCodeObject) is 176-216 bytes in 3.10-3.15 */
 /* What a sample that cannot stand for where a thread's time went stands for ("fair samples",
- * below) goes to the thread's last LL_RECENT fair samples, if the last was taken within
+ * below) is spread over the thread's last LL_RECENT fair samples, if the last was taken within
  * LL_RECENT_TICKS ticks; else it waits in the thread's pool for its next fair samples, each of
- * which takes a quarter of it (a lump spread over several); after LL_POOL_MAX_UNFAIR samples in
- * a row with none (a thread never seen running fairly) it goes where the thread was found. */
-#define LL_RECENT 8
+ * which takes a quarter of it; after LL_POOL_MAX_UNFAIR samples in a row with none, it is
+ * spread over the last ones the thread had, older as they are (or, for a thread never seen
+ * running fairly, goes where it was found). */
+#define LL_RECENT 32
 #define LL_RECENT_TICKS 64
 #define LL_POOL_SHARE 4
 #define LL_POOL_MAX_UNFAIR 64
 /* A tick is on time when it began within this of the earliest a tick began lately (the
- * machine's own timer and wake-up latency: 2-20 us on bare metal, ~15 us on this kind of VM). */
-#define LL_ON_TIME_NS 15000u
-/* A thread that ran all the time since the previous tick but this much (two context switches,
- * the sampler's out and back in, take 2-20 us) was running when the sampler woke. */
+ * machine's own timer and wake-up latency: 2-20 us on bare metal, ~15 us on a VM).  The later a
+ * tick, the likelier the sampler was let run by a thread stopping at a system call: seen, the
+ * share of samples at such a call doubled from ticks 0-3 us later than the earliest to 9-12. */
+#define LL_ON_TIME_NS 10000u
+/* A thread that ran all the time since the previous tick but between these two (two context
+ * switches, the sampler's in and its own out, take 2-20 us) was running when the sampler woke
+ * and took its CPU.  Less than the least a switch takes, and it stopped by itself just before
+ * the sampler ran (seen: three samples in four of those at a system call). */
+#define LL_SWITCH_MIN_NS 2000u
 #define LL_SWITCH_NS 20000u
 
 enum { SF_IDLE = 1, SF_RSS = 2, SF_TRUNCATED = 4 };
@@ -80,7 +86,7 @@ typedef struct {
     uint32_t last_stack; /* the stack its last sample found */
     uint32_t recent[LL_RECENT]; /* its last fair samples' stacks */
     uint32_t nrecent;           /* fair samples taken (recent[] holds the last ones) */
-    uint32_t paid;              /* unfair samples given to recent[] (which one gets the next) */
+    uint32_t paid;              /* shares given to recent[] (which one gets the next) */
     uint64_t fair_tick;         /* the tick of its last fair sample */
     uint64_t seen; /* tick it was last seen in */
 } ThreadSlot;
@@ -169,10 +175,10 @@ typedef struct {
     uint64_t exit_t; /* ticks when the first process was found gone (0: it was not) */
     uint64_t now_ns;      /* CLOCK_MONOTONIC when this tick began */
     uint64_t late_ns;     /* how long after its time this tick began */
-    uint64_t floor_ns;    /* the least late_ns lately (rises 1 us every 256 ticks) */
+    uint64_t floor_ns[2]; /* the least late_ns of this block of 128 ticks, and of the last */
     uint64_t prev_end_ns; /* CLOCK_MONOTONIC when the previous tick's work ended */
     uint64_t covers;      /* ticks this one stands for: 1 + those missed just before it */
-    int on_time;          /* late_ns is within LL_ON_TIME_NS of floor_ns */
+    int on_time;          /* late_ns is within LL_ON_TIME_NS of the least of floor_ns */
     int finished, closed, fork_pending, active;
 } Sampler;
 
@@ -701,34 +707,49 @@ static void flush_pool(Sampler *S, ThreadSlot *t, uint64_t tick) {
     for (uint32_t i = 0; i < n; i++) {
         uint64_t share = t->pool_ns / n + (i == 0 ? t->pool_ns % n : 0);
         uint64_t k = S->cpu_mode ? 1 : ticks / n + (i == 0 ? ticks % n : 0);
-        if (k == 0 && i == 0) k = 1; /* CPU time with no tick: one record carries it */
-        Pending p = {t, t->recent[i], 0, share, 0, k};
-        if (k) emit(S, tick, &p, now);
+        /* Wall mode, CPU time and no tick: an idle record carries it (not a busy tick). */
+        uint8_t flags = k == 0 ? SF_IDLE : 0;
+        Pending p = {t, t->recent[i], flags, share, 0, k ? k : 1};
+        if (k || share) emit(S, tick, &p, now);
     }
     t->pool_ns = t->pool_ticks = 0;
     t->unfair = 0;
 }
 
+static void spread(Sampler *S, ThreadSlot *t, uint64_t cpu, uint64_t ticks, uint64_t tick,
+                   uint64_t now);
+
 /* Gives what a sample that is not fair stands for (`cpu` ns; `ticks` in wall mode) to the
- * thread's latest fair samples, if it had one lately (one of them in turn, or a share each of a
- * long run of ticks), or else to its pool. */
-static void defer(Sampler *S, ThreadSlot *t, uint64_t cpu, uint64_t ticks, uint64_t tick,
-                  uint64_t now) {
+ * thread's latest fair samples, if it had one lately, a tick's (or an interval's CPU time's)
+ * worth to each in turn, so that a late tick that stands for many is spread over many; or else
+ * to its pool.  1 if it went to the pool for want of fair samples. */
+static int defer(Sampler *S, ThreadSlot *t, uint64_t cpu, uint64_t ticks, uint64_t tick,
+                 uint64_t now) {
     if (S->cpu_mode) ticks = 0;
-    if (!cpu && !ticks) return;
-    if (!t->nrecent || S->ticks - t->fair_tick > LL_RECENT_TICKS) {
+    if (!cpu && !ticks) return 0;
+    int none = !t->nrecent || S->ticks - t->fair_tick > LL_RECENT_TICKS;
+    /* In wall mode a record is a tick: CPU time alone waits for the next record. */
+    if (none || (!S->cpu_mode && !ticks)) {
         t->pool_ns += cpu;
         t->pool_ticks += ticks;
-        return;
+        return none;
     }
-    uint32_t n = t->nrecent < LL_RECENT ? t->nrecent : LL_RECENT;
-    if (ticks < (uint64_t)n * 2) { /* one sample's worth: to one of them, in turn */
-        Pending p = {t, t->recent[t->paid++ % n], 0, cpu, 0, ticks ? ticks : 1};
-        emit(S, tick, &p, now);
-        return;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        Pending p = {t, t->recent[i], 0, i ? 0 : cpu, 0, ticks / n + (i ? 0 : ticks % n)};
+    spread(S, t, cpu, ticks, tick, now);
+    return 0;
+}
+
+/* Spreads `cpu` ns (and `ticks`) over the thread's last fair samples (it has some), a tick's
+ * or an interval's CPU time's worth to each in turn. */
+static void spread(Sampler *S, ThreadSlot *t, uint64_t cpu, uint64_t ticks, uint64_t tick,
+                   uint64_t now) {
+    uint64_t n = t->nrecent < LL_RECENT ? t->nrecent : LL_RECENT;
+    uint64_t pieces = S->cpu_mode ? cpu / S->interval_ns : ticks;
+    if (pieces < 1) pieces = 1;
+    if (pieces > n) pieces = n;
+    for (uint64_t i = 0; i < pieces; i++) {
+        uint64_t share = cpu / pieces + (i ? 0 : cpu % pieces);
+        uint64_t k = ticks / pieces + (i < ticks % pieces);
+        Pending p = {t, t->recent[t->paid++ % n], 0, share, 0, S->cpu_mode ? 1 : k};
         emit(S, tick, &p, now);
     }
 }
@@ -742,7 +763,7 @@ static int fair(const Sampler *S, const ThreadSlot *t, int state, uint64_t used,
     if (!t->clock) return state != 0;
     if (c2 > c1) return 1;
     uint64_t window = S->now_ns > S->prev_end_ns ? S->now_ns - S->prev_end_ns : 0;
-    return window && used + LL_SWITCH_NS >= window;
+    return window && used + LL_SWITCH_NS >= window && used + LL_SWITCH_MIN_NS <= window;
 }
 
 /* The process is gone (or a zombie): nothing more to read.  The first process's end is kept
@@ -859,8 +880,8 @@ static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
             weight = 0;
             if (S->cpu_mode) continue;
         } else if (fair(S, slot, state, used, c1, c2)) {
-            uint64_t share_ns = slot->pool_ns / LL_POOL_SHARE;
-            uint64_t share_ticks = (slot->pool_ticks + LL_POOL_SHARE / 2) / LL_POOL_SHARE;
+            uint64_t share_ns = (slot->pool_ns + LL_POOL_SHARE - 1) / LL_POOL_SHARE;
+            uint64_t share_ticks = (slot->pool_ticks + LL_POOL_SHARE - 1) / LL_POOL_SHARE;
             weight += share_ns;
             repeat += share_ticks;
             slot->pool_ns -= share_ns;
@@ -870,13 +891,17 @@ static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
             slot->fair_tick = S->ticks;
         } else {
             S->deferred++;
-            defer(S, slot, cpu, S->covers, t, now);
-            if (!slot->pool_ns && !slot->pool_ticks) continue;
+            if (!defer(S, slot, cpu, S->covers, t, now)) continue;
             if (++slot->unfair < LL_POOL_MAX_UNFAIR) continue;
+            slot->unfair = 0;
+            if (slot->nrecent) { /* long without a fair sample: to the last ones it had */
+                spread(S, slot, slot->pool_ns, S->cpu_mode ? 0 : slot->pool_ticks, t, now);
+                slot->pool_ns = slot->pool_ticks = 0;
+                continue;
+            }
             weight = slot->pool_ns; /* never found running fairly: here, then */
             repeat = slot->pool_ticks;
             slot->pool_ns = slot->pool_ticks = 0;
-            slot->unfair = 0;
         }
         if (truncated) S->truncated++;
         S->pending[np++] = (Pending){slot, stack, flags, weight, 0, S->cpu_mode ? 1 : repeat};
@@ -1025,6 +1050,17 @@ static void *sampler_main(void *arg) {
     /* Wake at the tick's own moment: the kernel may otherwise defer a sleeping thread's timer
      * by up to 50 us to batch wake-ups, and a tick's lateness tells fair samples (above). */
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    /* How late this machine wakes the sampler when nothing holds it up: the least of a few
+     * short sleeps (until ticks show it, a late first tick would count as on time). */
+    S->floor_ns[0] = S->floor_ns[1] = UINT64_MAX;
+    for (int i = 0; i < 8; i++) {
+        uint64_t due = ll_monotonic_ns() + 50000u;
+        struct timespec ts = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+        }
+        uint64_t late = ll_monotonic_ns() - due;
+        if (late < S->floor_ns[1]) S->floor_ns[1] = late;
+    }
     S->prev_end_ns = ll_monotonic_ns();
     uint64_t next = S->prev_end_ns + next_interval(S);
     pthread_mutex_lock(&S->mu);
@@ -1036,9 +1072,13 @@ static void *sampler_main(void *arg) {
         pthread_mutex_unlock(&S->mu);
         uint64_t now = ll_monotonic_ns();
         S->late_ns = now > next ? now - next : 0;
-        if (S->ticks == 0 || S->late_ns < S->floor_ns) S->floor_ns = S->late_ns;
-        else if ((S->ticks & 255) == 0) S->floor_ns += 1000; /* forget a floor long gone */
-        S->on_time = S->late_ns <= S->floor_ns + LL_ON_TIME_NS;
+        if (S->late_ns < S->floor_ns[0]) S->floor_ns[0] = S->late_ns;
+        uint64_t floor = S->floor_ns[0] < S->floor_ns[1] ? S->floor_ns[0] : S->floor_ns[1];
+        S->on_time = S->late_ns <= floor + LL_ON_TIME_NS;
+        if ((S->ticks & 127) == 127) { /* the earliest of the last 128 to 256 ticks */
+            S->floor_ns[1] = S->floor_ns[0];
+            S->floor_ns[0] = UINT64_MAX;
+        }
         /* A tick that comes a whole interval or more late takes the place of the ticks due
          * since: they are missed, this one stands for them, and the schedule goes on from the
          * last of them (so that ticks + missed = the run's length x the rate). */

@@ -65,7 +65,7 @@ class SampleProfile:
     rate_hz: float
     duration_ns: int
     start_unix_ns: int
-    samples: int  # sample records (one per thread per tick in wall mode)
+    samples: int  # sample records (one per thread per tick due in wall mode)
     ticks: int  # sampling ticks taken
     missed: int  # ticks skipped because the sampler was late
     torn: int  # thread samples dropped because the stack changed while it was read
