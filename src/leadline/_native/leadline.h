@@ -135,6 +135,7 @@ typedef struct LLChunk {
     uint64_t stream;
     size_t len;
     size_t cap;
+    uint64_t items; /* events, samples or marks in it: what is lost if it is not written */
     uint8_t data[];
 } LLChunk;
 
@@ -144,8 +145,23 @@ static inline pid_t ll_gettid(void) { return (pid_t)syscall(SYS_gettid); }
  * kernel id the thread stored in *tid, out of the process; see capture.c. */
 void ll_join(pthread_t t, const pid_t *tid);
 
+/* Why a writer records nothing more: the capture reached its size limit, or a write failed
+ * (a full disk, a file size limit, an I/O error).  Either way the program runs on, the queued
+ * chunks are dropped and counted, and END still closes the capture (ll_writer_close_py). */
+enum { LL_STOP_NONE = 0, LL_STOP_SIZE_LIMIT = 1, LL_STOP_WRITE_ERROR = 2 };
+
+/* The last chunks written, newest last: after a write failure, END may take the place of the
+ * newest ones (see ll_writer_close_py). */
+#define LL_RECENT_CHUNKS 8
+typedef struct {
+    uint64_t offset; /* where the chunk starts in the file */
+    uint64_t items;
+    uint8_t kind;
+} LLWritten;
+
 typedef struct {
     int fd;
+    int64_t base; /* the file offset of the header: where the capture starts (-1: not seekable) */
     pthread_t thread;
     pid_t tid; /* the writer thread's kernel id, set by the thread */
     int thread_started;
@@ -160,8 +176,18 @@ typedef struct {
     int paused;      /* joined around a fork(), restarted at the next event */
     int header_done; /* the file header is written once, by the first writer thread */
     int error; /* errno of the first failed write; nothing is written after it */
+    int clean; /* the file ends where the last complete chunk does (bytes_written) */
+    /* LL_STOP_*: set once, under mu; producers read it with a relaxed load, once per chunk. */
+    int stopped;
+    uint64_t stop_ticks;  /* ll_ticks() when it stopped */
+    uint64_t max_bytes;   /* 0: no limit; else the header and chunks before END stay within it */
+    uint64_t accepted;    /* bytes of the header and of the chunks queued so far */
     uint64_t bytes_written;
     uint64_t dropped_chunks;
+    uint64_t written_items[LL_CHUNK_KINDS], lost_items[LL_CHUNK_KINDS]; /* by chunk kind */
+    LLWritten recent[LL_RECENT_CHUNKS];
+    int nrecent;
+    int end_written;
 } LLWriter;
 
 int ll_writer_open(LLWriter *w, int fd); /* writes the file header, starts the thread */
@@ -172,6 +198,14 @@ void ll_writer_put(LLWriter *w, uint8_t kind, const void *data, size_t n); /* a 
 void ll_writer_close(LLWriter *w); /* drains the queue, joins the thread, closes fd */
 void ll_writer_pause(LLWriter *w);
 int ll_writer_resume(LLWriter *w);
+static inline int ll_writer_stopped(const LLWriter *w) {
+    return __atomic_load_n(&w->stopped, __ATOMIC_RELAXED);
+}
+/* close(end) of every recording: drains the queue, writes END and closes the file.  `end` is
+ * the END payload (bytes), or a callable that makes it from the writer's figures (a dict:
+ * what was written and lost, whether and why recording stopped early); returns those figures,
+ * final.  NULL with an exception if `end` raised (the file is closed all the same). */
+PyObject *ll_writer_close_py(LLWriter *w, PyObject *end);
 uint32_t ll_crc32(const uint8_t *p, size_t n);
 
 /* ---- memory ---- */

@@ -30,6 +30,8 @@ static void flush_locked(void) {
     if (mark_chunk && mark_writer && mark_chunk->len) {
         ll_writer_submit(mark_writer, mark_chunk);
         mark_chunk = NULL;
+        /* The writer takes nothing more (size limit, failed write): mark() is free again. */
+        if (ll_writer_stopped(mark_writer)) __atomic_store_n(&mark_writer, NULL, __ATOMIC_RELAXED);
     }
 }
 
@@ -213,6 +215,12 @@ static void record(int kind, PyObject *name, PyObject *file, long line, PyObject
     if (mark_chunk && (mark_chunk->len + r.len > mark_chunk->cap ||
                        t - mark_chunk_t0 > mark_flush_ticks))
         flush_locked();
+    /* Nobody listens any more: the fields' str() ran Python code, during which the recording
+     * stopped, or the flush found that its writer takes nothing more. */
+    if (!mark_writer) {
+        marks_dropped++;
+        return;
+    }
     if (!mark_chunk) {
         mark_chunk = ll_writer_buffer(mark_writer, LL_CHUNK_MARKS, 0, MARKS_CHUNK_CAP);
         if (!mark_chunk) {
@@ -223,6 +231,7 @@ static void record(int kind, PyObject *name, PyObject *file, long line, PyObject
     }
     memcpy(mark_chunk->data + mark_chunk->len, rec_buf, r.len);
     mark_chunk->len += r.len;
+    mark_chunk->items++;
     marks_recorded++;
 }
 
@@ -327,27 +336,19 @@ static PyObject *journal_finish(PyObject *self, PyObject *unused) {
                          "marks_dropped", (unsigned long long)j->dropped);
 }
 
-/* close(end_json): write END, drain and close the file. */
+/* close(end): write END (bytes, or a callable: see ll_writer_close_py), drain and close. */
 static PyObject *journal_close(PyObject *self, PyObject *args) {
     Journal *j = (Journal *)self;
-    Py_buffer end;
-    if (!PyArg_ParseTuple(args, "y*", &end)) return NULL;
+    PyObject *end;
+    if (!PyArg_ParseTuple(args, "O", &end)) return NULL;
     if (j->closed) {
-        PyBuffer_Release(&end);
         PyErr_SetString(PyExc_RuntimeError, "capture already closed");
         return NULL;
     }
     PyObject *r = journal_finish(self, NULL);
     Py_XDECREF(r);
-    ll_writer_put(&j->w, LL_CHUNK_END, end.buf, (size_t)end.len);
-    PyBuffer_Release(&end);
-    Py_BEGIN_ALLOW_THREADS
-    ll_writer_close(&j->w);
-    Py_END_ALLOW_THREADS
     j->closed = 1;
-    const char *err = j->w.error ? strerror(j->w.error) : NULL;
-    return Py_BuildValue("{s:K,s:K,s:z}", "bytes_written", j->w.bytes_written, "dropped_chunks",
-                         j->w.dropped_chunks, "write_error", err);
+    return ll_writer_close_py(&j->w, end);
 }
 
 static void journal_dealloc(PyObject *self) {

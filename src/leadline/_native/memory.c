@@ -76,6 +76,9 @@ static void *sampler_main(void *arg) {
     uint64_t last = UINT64_MAX;
     uint64_t last_flush = ll_monotonic_ns();
     while (__atomic_load_n(&r->running, __ATOMIC_ACQUIRE)) {
+        /* The writer takes nothing more (size limit, failed write): stop reading, so that the
+         * program gets this core back.  The thread is joined when the recording finishes. */
+        if (ll_writer_stopped(r->w)) break;
         uint64_t v = ll_rss_read_exact(r);
         if (v != last) {
             timeline_add(r, ll_ticks(), v);

@@ -131,6 +131,7 @@ typedef struct {
     uint32_t next_str, next_func, next_stack, next_serial;
     LLChunk *chunk;
     uint64_t chunk_prev_t, chunk_started_ns;
+    uint64_t chunk_first; /* samples when the chunk began */
     FrameRef *frames;
     RawFrame *raw;
     uint64_t *uniq;   /* distinct code objects of a walk */
@@ -583,6 +584,7 @@ static uint64_t top_frame(Target *T, const uint8_t *ts, int *ok) {
 
 static void flush_chunk(Sampler *S) {
     if (S->chunk) {
+        S->chunk->items = S->samples - S->chunk_first;
         ll_writer_submit(&S->w, S->chunk);
         S->chunk = NULL;
     }
@@ -596,6 +598,7 @@ static void emit(Sampler *S, uint64_t t, const Pending *p, uint64_t now) {
         S->chunk->len = (size_t)(ll_put_varint(S->chunk->data, t) - S->chunk->data);
         S->chunk_prev_t = t;
         S->chunk_started_ns = now;
+        S->chunk_first = S->samples;
     }
     uint8_t *q = S->chunk->data + S->chunk->len;
     q = ll_put_varint(q, t - S->chunk_prev_t);
@@ -863,6 +866,8 @@ static void *sampler_main(void *arg) {
         next += next_interval(S);
         pthread_mutex_lock(&S->mu);
         if (!alive && !S->subprocesses && !S->in_process) break; /* the target is gone */
+        /* The writer takes nothing more (a failed write): sampling on would only cost CPU. */
+        if (ll_writer_stopped(&S->w)) break;
     }
     pthread_mutex_unlock(&S->mu);
     struct timespec cpu;
@@ -1138,28 +1143,22 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
         (unsigned long long)S->next_func, "processes", (unsigned long long)S->ntargets);
 }
 
+/* close(end): END is bytes, or a callable that makes them (see ll_writer_close_py). */
 static PyObject *sampler_close(PyObject *self, PyObject *args) {
     Sampler *S = (Sampler *)self;
-    Py_buffer end;
-    if (!PyArg_ParseTuple(args, "y*", &end)) return NULL;
+    PyObject *end;
+    if (!PyArg_ParseTuple(args, "O", &end)) return NULL;
     if (!S->finished) {
         PyObject *r = sampler_finish(self, NULL);
-        if (!r) {
-            PyBuffer_Release(&end);
-            return NULL;
-        }
+        if (!r) return NULL;
         Py_DECREF(r);
     }
-    if (!S->closed) {
-        ll_writer_put(&S->w, LL_CHUNK_END, end.buf, (size_t)end.len);
-        Py_BEGIN_ALLOW_THREADS ll_writer_close(&S->w);
-        Py_END_ALLOW_THREADS S->closed = 1;
+    if (S->closed) {
+        PyErr_SetString(PyExc_RuntimeError, "capture already closed");
+        return NULL;
     }
-    PyBuffer_Release(&end);
-    const char *err = S->w.error ? strerror(S->w.error) : NULL;
-    return Py_BuildValue("{s:K,s:z,s:K}", "bytes_written", (unsigned long long)S->w.bytes_written,
-                         "write_error", err, "dropped_chunks",
-                         (unsigned long long)S->w.dropped_chunks);
+    S->closed = 1;
+    return ll_writer_close_py(&S->w, end);
 }
 
 static PyObject *sampler_before_fork(PyObject *self, PyObject *unused) {
@@ -1211,7 +1210,7 @@ static PyObject *sampler_running(PyObject *self, PyObject *unused) {
     Sampler *S = (Sampler *)self;
     int alive = 0;
     for (int i = 0; i < S->ntargets; i++) alive += !S->targets[i].dead;
-    return PyBool_FromLong(S->active && alive);
+    return PyBool_FromLong(S->active && alive && !ll_writer_stopped(&S->w));
 }
 
 static void sampler_dealloc(PyObject *self) {

@@ -75,6 +75,8 @@ class SampleProfile:
     stacks: list[Stack]
     meta: dict[str, Any] = field(default_factory=dict)  # the capture's META (argv, python...)
     complete: bool = True  # the capture was stopped cleanly
+    samples_lost: int = 0  # samples taken that never reached the file (END's samples_lost)
+    stopped_early: dict[str, Any] | None = None  # capture.stop.for_report
 
     def thread(self, serial: int) -> Thread:
         for t in self.threads:

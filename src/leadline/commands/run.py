@@ -79,9 +79,10 @@ def summarise(result: ProfileResult, quiet: bool) -> None:
         except Exception as e:  # the capture is written; a report problem must not hide it
             print(f"leadline: cannot summarise {result.path}: {e}", file=sys.stderr)
     cpu = 100.0 * result.sampler_cpu_ns / max(result.seconds * 1e9, 1)
+    lost = f", {result.samples_lost:,} lost" if result.samples_lost else ""
     print(
         f"leadline: {result.samples:,} samples in {result.ticks:,} ticks "
-        f"({result.missed:,} missed, {result.torn:,} torn), sampler {cpu:.2f}% of a core, "
+        f"({result.missed:,} missed, {result.torn:,} torn{lost}), sampler {cpu:.2f}% of a core, "
         f"{result.bytes_written:,} bytes -> {result.path}",
         file=sys.stderr,
     )

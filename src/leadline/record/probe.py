@@ -392,6 +392,7 @@ class ProbeRecorder(Recorder):
     it runs, END with the counts (`leadline probe -o`)."""
 
     mode = "probe"
+    noun = "marks"
 
     def __init__(
         self, path: str | os.PathLike[str] | None, probes: Probes, argv: list[str] | None = None
@@ -421,7 +422,7 @@ class ProbeRecorder(Recorder):
     def _uninstall(self) -> None:
         self.result = self.probes.stop()
 
-    def _end_fields(self, counters: dict[str, Any]) -> dict[str, Any]:
+    def _end_fields(self, counters: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
         r = self.result or self.probes.result()
         return {
             "counts": r.counts,

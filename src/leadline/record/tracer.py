@@ -14,10 +14,37 @@ from typing import Any, ParamSpec, TypeVar
 
 from .. import _native
 from ..errors import LeadlineError
-from .recorder import PACKAGE_DIR, PAGE_SIZE, Recorder, default_output
+from .recorder import PACKAGE_DIR, PAGE_SIZE, Recorder, default_output, size_limit
 
 HK_ENTER_LOCAL, HK_ENTER, HK_EXIT_LOCAL, HK_EXIT, HK_CALL, HK_C_RETURN, HK_C_RAISE = range(7)
 HK_BOOTSTRAP = 7
+
+_SIZE_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(value: int | str | None) -> int | None:
+    """A capture size limit as `--max-size` and `trace(max_size=...)` take it: bytes, or a
+    number with a binary unit ("500M", "2G", "1.5g", "64KiB"); 0, "0" or "none": no limit;
+    None: the default.  ValueError for anything else."""
+    if value is None or isinstance(value, int):
+        if isinstance(value, int) and (isinstance(value, bool) or value < 0):
+            raise ValueError(f"not a size: {value!r}")
+        return value
+    text = value.strip().lower()
+    if text in ("none", "unlimited", "0"):
+        return 0
+    number = text.removesuffix("b").removesuffix("i")
+    unit = 1
+    if number and number[-1] in _SIZE_UNITS:
+        unit = _SIZE_UNITS[number[-1]]
+        number = number[:-1]
+    try:
+        size = float(number)
+    except ValueError:
+        raise ValueError(f"not a size: {value!r}") from None
+    if not size >= 0 or size == float("inf"):
+        raise ValueError(f"not a size: {value!r}")
+    return int(size * unit)
 
 
 @dataclass(frozen=True)
@@ -34,6 +61,7 @@ class TraceOptions:
     heap: bool = True
     hook_only: bool = False
     rss_period_us: int = 1000
+    max_size: int | None = None  # bytes the capture may reach; None: the default; 0: no limit
 
     def trigger_pages(self) -> int:
         if self.rss_trigger < 0:
@@ -49,6 +77,8 @@ class TraceOptions:
             raise LeadlineError("the RSS sampling period must be between 100 us and 10 s")
         if self.previous and not self.rss_trigger:
             raise LeadlineError("--previous only makes sense with --rss-trigger")
+        if self.max_size is not None and self.max_size < 0:
+            raise LeadlineError("--max-size must be 0 (no limit) or a size such as 500M or 2G")
 
 
 @dataclass
@@ -60,6 +90,9 @@ class TraceResult:
     write_error: str | None
     dropped_chunks: int
     seconds: float
+    lost: int = 0  # recorded events that never reached the file (size limit, failed write)
+    # Why and when recording stopped before the program ended (END's stopped_early), or None.
+    stopped_early: dict[str, Any] | None = None
 
 
 def _module_of(filename: str) -> str:
@@ -124,7 +157,10 @@ class Tracer(Recorder):
         self.result: TraceResult | None = None
 
     def _options(self) -> dict[str, Any]:
-        return asdict(self.options)
+        return {**asdict(self.options), "max_size": self.max_bytes}
+
+    def _size_limit(self, fd: int) -> tuple[int, str]:
+        return size_limit(fd, self.options.max_size)
 
     def _begin(self, fd: int, meta: bytes) -> Any:
         o = self.options
@@ -143,6 +179,7 @@ class Tracer(Recorder):
             filter=make_filter(o.include, o.exclude),
             exclude_prefix=PACKAGE_DIR,
             disable=disable,
+            max_bytes=self.max_bytes,
         )
         try:
             self._install(session)
@@ -201,8 +238,14 @@ class Tracer(Recorder):
         elif not _native.MONITORING:
             threading.setprofile(None)
 
-    def _end_fields(self, counters: dict[str, Any]) -> dict[str, Any]:
-        return {"events": counters["events"], "recorded": counters["recorded"]}
+    def _end_fields(self, counters: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
+        # recorded: the events in chunks that reached the file; lost: those in chunks that
+        # did not (a size limit or a failed write stopped the writer before them).
+        return {
+            "events": counters["events"],
+            "recorded": written["events_written"],
+            "lost": written["events_lost"],
+        }
 
     def _finished(self) -> None:
         assert self.record is not None
@@ -221,11 +264,13 @@ class Tracer(Recorder):
         self.result = TraceResult(
             path=self.path,
             events=rec.counters["events"],
-            recorded=rec.counters["recorded"],
+            recorded=rec.written["events_written"],
             bytes_written=rec.bytes_written,
             write_error=rec.write_error,
             dropped_chunks=rec.dropped_chunks,
             seconds=rec.seconds,
+            lost=rec.written["events_lost"],
+            stopped_early=rec.stopped_early,
         )
         return self.result
 
@@ -241,12 +286,20 @@ def trace(
     max_depth: int = 0,
     exact_rss: bool = False,
     heap: bool = True,
+    max_size: int | str | None = None,
 ) -> Tracer:
     """Trace every call (and its memory) inside a ``with`` block::
 
-    with leadline.trace("run.lead", rss_trigger=4096):
+    with leadline.trace("run.lead", rss_trigger=4096, max_size="500M"):
         work()
+
+    `max_size`: bytes or a size such as "500M" at which recording stops (the block runs on);
+    None for the default (1 GiB, or half the free disk space when less), 0 for no limit.
     """
+    try:
+        limit = parse_size(max_size)
+    except ValueError as e:
+        raise LeadlineError(f"max_size: {e}") from None
     opts = TraceOptions(
         c_calls=c_calls,
         rss_trigger=rss_trigger,
@@ -256,6 +309,7 @@ def trace(
         max_depth=max_depth,
         exact_rss=exact_rss,
         heap=heap,
+        max_size=limit,
     )
     return Tracer(path, opts)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import IO
 
+from ..capture import stop
 from ..capture.reader import KIND_NAMES, Capture, Mark
 from .base import Renderer, RenderOptions, register
 
@@ -119,5 +120,10 @@ class EventLog(Renderer):
             out.write(text + "\n")
         for m in marks[next_mark:]:
             write_mark(m)
+        early = stop.for_report(cap)
+        if early and not self.as_json:
+            out.write(
+                f"# recording stopped early, at {early['at_ns'] / 1e9:.6f} s: {early['message']}\n"
+            )
         if cap.damage:
             out.write(f"# incomplete capture: {cap.damage}\n")

@@ -52,6 +52,12 @@ def header_lines(p: SampleProfile, metric: Metric, idle: bool) -> list[str]:
             + ("CPU time used by the thread" if metric == "cpu" else "RSS growth")
             + " since its previous sample"
         )
+    if p.stopped_early:
+        gone = f"; {p.samples_lost:,} samples never reached the file" if p.samples_lost else ""
+        lines.append(
+            f"warning: recording stopped early, at {fmt_ns(p.stopped_early['at_ns'])}: "
+            f"{p.stopped_early['message']}{gone}"
+        )
     if not p.complete:
         lines.append("warning: incomplete capture (not stopped cleanly); showing what was readable")
     return lines

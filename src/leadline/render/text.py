@@ -47,6 +47,12 @@ def header_lines(p: TraceProfile) -> list[str]:
         f"RSS start {fmt_bytes(p.start_rss)}  end {fmt_bytes(p.end_rss)}  "
         f"peak {fmt_bytes(p.peak_rss)}",
     ]
+    if p.stopped_early:
+        lost = f"; {p.lost:,} recorded events never reached the file" if p.lost else ""
+        lines.append(
+            f"warning: recording stopped early, at {fmt_ns(p.stopped_early['at_ns'])}: "
+            f"{p.stopped_early['message']}{lost}; the program ran on unrecorded"
+        )
     if not cap.complete:
         why = cap.damage or "it was not stopped cleanly"
         lines.append(f"warning: incomplete capture: {why}; showing what was readable")
