@@ -42,16 +42,17 @@ def header_lines(p: TraceProfile) -> list[str]:
         f"leadline trace of: {argv}",
         f"Python {cap.meta.get('python_version')}  pid {cap.meta.get('pid')}  "
         f"duration {fmt_ns(p.duration_ns)}  threads {len(p.threads)}",
-        f"events {p.events:,}  recorded {p.recorded:,}  capture {fmt_bytes(cap.size)} "
+        f"events {p.events:,}  recorded {p.recorded:,}  "
+        + (f"lost {p.lost:,}  " if p.lost else "")
+        + f"capture {fmt_bytes(cap.size)} "
         f"({per_event:.1f} bytes/event)",
         f"RSS start {fmt_bytes(p.start_rss)}  end {fmt_bytes(p.end_rss)}  "
         f"peak {fmt_bytes(p.peak_rss)}",
     ]
     if p.stopped_early:
-        lost = f"; {p.lost:,} recorded events never reached the file" if p.lost else ""
         lines.append(
             f"warning: recording stopped early, at {fmt_ns(p.stopped_early['at_ns'])}: "
-            f"{p.stopped_early['message']}{lost}; the program ran on unrecorded"
+            f"{p.stopped_early['message']}; the program ran on unrecorded"
         )
     if not cap.complete:
         why = cap.damage or "it was not stopped cleanly"
