@@ -322,27 +322,32 @@ def test_end_takes_the_place_of_the_last_chunk_when_nothing_else_fits(tmp_path: 
     assert json.loads(raw[chunks(raw)[-1][0] + CHUNK_HEADER :])["marks_lost"] == 40
 
 
-def test_sampling_capture_on_a_failing_write(tmp_path: Path) -> None:
-    """`leadline run`: the same mechanism; the summary counts only samples in the file."""
-    script = write(
-        tmp_path,
-        "busy.py",
-        """
-        import time
+SPIN = """
+    import time
 
-        def spin():
-            t = time.perf_counter() + 2.5
-            while time.perf_counter() < t:
-                pass
+    def spin():
+        t = time.perf_counter() + 2.5
+        while time.perf_counter() < t:
+            pass
 
-        spin()
-        print("done")
-        """,
-    )
+    spin()
+    print("done")
+"""
+
+
+def sample_on_a_failing_write(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`leadline run` whose capture may not grow past 3 KiB: the first chunk of samples fails."""
+    script = write(tmp_path, "busy.py", SPIN)
     cap = tmp_path / "out.lead"
     cmd = [PY, "-m", "leadline", "run", "--rate", "1000", "-o", cap, script]
     r = run(cmd, cwd=tmp_path, env=ENV, **with_file_size_limit(3 * KIB))
     assert (r.returncode, r.stdout) == (0, "done\n"), r.stderr
+    return r, cap
+
+
+def test_sampling_capture_on_a_failing_write(tmp_path: Path) -> None:
+    """`leadline run`: the same mechanism; the summary counts only samples in the file."""
+    r, cap = sample_on_a_failing_write(tmp_path)
     (warning,) = warnings_of(r.stderr)
     assert "writing the capture failed (File too large)" in warning
     m = re.search(r"leadline: ([\d,]+) samples in [\d,]+ ticks \(.*, ([\d,]+) lost\)", r.stderr)
@@ -354,3 +359,13 @@ def test_sampling_capture_on_a_failing_write(tmp_path: Path) -> None:
     assert data["stopped_early"]["reason"] == "write_error"
     text = leadline("report", cap, cwd=tmp_path, check=True).stdout
     assert "warning: recording stopped early, at " in text and "File too large" in text
+
+
+def test_sampling_html_header_says_recording_stopped(chromium: str, tmp_path: Path) -> None:
+    _, cap = sample_on_a_failing_write(tmp_path)
+    page = tmp_path / "profile.html"
+    leadline("report", cap, "--html", "-o", page, cwd=tmp_path, check=True)
+    result = render_in_chromium(page)
+    assert_clean(result, page)
+    header = result.element_text("ll-header")
+    assert "Recording stopped" in header and "writing the capture failed (File too large)" in header

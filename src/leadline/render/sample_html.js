@@ -363,7 +363,7 @@
     if (meta.pid !== undefined) fact('Process', 'pid ' + str(meta.pid) + (meta.host ? ' on ' + str(meta.host) : ''));
     var started = LL.startedAt(prof.start_unix_ns || meta.start_unix_ns);
     if (started) fact('Started', started);
-    var early = LL.obj(prof.stopped_early);
+    var early = obj(prof.stopped_early);
     if (early.reason !== undefined) {
       fact('Recording stopped', 'at ' + fmtNs(early.at_ns) + ': ' + str(early.message));
     }
