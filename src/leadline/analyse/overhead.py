@@ -129,6 +129,27 @@ def measure(
     return results
 
 
+@dataclass
+class OverheadTable:
+    """What `leadline overhead` found: one row per mode (see `summarise`)."""
+
+    argv: list[str]  # the program's sys.argv
+    program: list[str]  # the program as `python` takes it (script, -m module or -c code)
+    rounds: int
+    rows: list[dict[str, Any]]
+    notes: list[str]
+    python_version: str = field(default_factory=lambda: ".".join(map(str, sys.version_info[:3])))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "python_version": self.python_version,
+            "rounds": self.rounds,
+            "argv": self.argv,
+            "modes": self.rows,
+            "notes": self.notes,
+        }
+
+
 def summarise(results: list[ModeRuns]) -> list[dict[str, Any]]:
     """One row per mode: medians, per-round ratios to the baseline, events and their cost."""
     base = results[0].runs

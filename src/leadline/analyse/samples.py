@@ -132,6 +132,7 @@ def load_profile(cap: Capture | CaptureStream, progress: Progress | None = None)
         stacks=list(rows.values()),
         meta=dict(cap.meta),
         complete=cap.complete,
+        capture=cap,
     )
 
 

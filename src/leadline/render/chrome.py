@@ -10,10 +10,14 @@ from .base import Renderer, RenderOptions, register
 
 
 @register
-class ChromeTrace(Renderer):
+class ChromeTrace(Renderer[Capture]):
     name = "chrome"
+    kind = "trace"
     extension = "json"
     description = "Chrome trace / Perfetto JSON (open in ui.perfetto.dev or chrome://tracing)"
+
+    def load(self, cap: Capture, options: RenderOptions) -> Capture:
+        return cap  # the events are streamed from the capture as they are written out
 
     def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
         pid = int(cap.meta.get("pid", 1))

@@ -33,19 +33,21 @@ class _LogState:
 
 
 @register
-class EventLog(Renderer):
+class EventLog(Renderer[Capture]):
     name = "log"
+    kind = "trace"
     extension = "log"
     description = "every recorded event, one line each (cPyMemTrace's columns)"
 
-    def __init__(self, as_json: bool = False) -> None:
-        self.as_json = as_json
+    def load(self, cap: Capture, options: RenderOptions) -> Capture:
+        return cap  # the events are streamed from the capture as they are written out
 
     def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
+        as_json = options.json_lines
         page = cap.page_size
         state = _LogState()
         multi = len({c.stream for c in cap.event_chunks}) > 1
-        if not self.as_json:
+        if not as_json:
             out.write(HEADER + (" Thread" if multi else "") + "\n")
         prev_n: dict[int, int] = {}
         prev_rss: int | None = None
@@ -55,7 +57,7 @@ class EventLog(Renderer):
         def write_mark(m: Mark) -> None:
             clock = cap.ns(m.t) / 1e9
             thread = cap.tid_name(m.tid)
-            if self.as_json:
+            if as_json:
                 row = {
                     "clock": round(clock, 9),
                     "what": m.kind_name,
@@ -94,7 +96,7 @@ class EventLog(Renderer):
             prev_n[stream] = n
             prev_rss = rss
             clock = cap.ns(t) / 1e9
-            if self.as_json:
+            if as_json:
                 row = {
                     "event": n,
                     "d_event": d_event,

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..capture.reader import Capture
+from ..capture.reader import Definitions
 from .units import fmt_ns
 
 
@@ -34,7 +34,7 @@ class MarkRow:
         }
 
 
-def mark_rows(cap: Capture) -> list[MarkRow]:
+def mark_rows(cap: Definitions) -> list[MarkRow]:
     """One row per mark name (spans: per span name), most frequent first."""
     rows: dict[tuple[str, bool], MarkRow] = {}
     open_spans: dict[tuple[int, str], list[int]] = {}
@@ -56,7 +56,9 @@ def mark_rows(cap: Capture) -> list[MarkRow]:
     return sorted(rows.values(), key=lambda r: (-r.count, r.first_ns))
 
 
-def print_marks(cap: Capture, console: Console, limit: int = 25) -> None:
+def print_marks(cap: Definitions | None, console: Console, limit: int = 25) -> None:
+    if cap is None:
+        return
     rows = mark_rows(cap)
     if not rows:
         return
@@ -82,8 +84,10 @@ def print_marks(cap: Capture, console: Console, limit: int = 25) -> None:
 MAX_MARKS_JSON = 5000
 
 
-def marks_json(cap: Capture, limit: int = MAX_MARKS_JSON) -> dict[str, Any]:
+def marks_json(cap: Definitions | None, limit: int = MAX_MARKS_JSON) -> dict[str, Any]:
     """The `marks` member of `report --json` and of the HTML pages (docs/report-json.md)."""
+    if cap is None:
+        return {"total": 0, "summary": [], "events": []}
     return {
         "total": len(cap.marks),
         "summary": [r.as_json() for r in mark_rows(cap)],
