@@ -247,7 +247,7 @@ PyObject *ll_mark(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyO
         PyObject *file;
         long line;
         caller(&file, &line);
-        record(0, name, file, line, args + nargs, kwnames, NULL);
+        record(LL_MARK_MARK, name, file, line, args + nargs, kwnames, NULL);
         Py_XDECREF(file);
         Py_DECREF(name);
     }
@@ -264,7 +264,8 @@ PyObject *ll_mark_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
     long line = PyLong_AsLong(args[3]);
     PyErr_Clear();
     PyObject *name = PyUnicode_Check(args[1]) ? Py_NewRef(args[1]) : PyObject_Str(args[1]);
-    if (name && kind >= 0 && kind <= 2) record((int)kind, name, args[2], line, NULL, NULL, args[4]);
+    if (name && kind >= LL_MARK_MARK && kind <= LL_MARK_END)
+        record((int)kind, name, args[2], line, NULL, NULL, args[4]);
     Py_XDECREF(name);
     if (PyErr_Occurred()) PyErr_Clear();
     Py_RETURN_NONE;
@@ -273,12 +274,6 @@ PyObject *ll_mark_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
 /* marks_active() -> bool: is a recording listening? */
 PyObject *ll_marks_active(PyObject *module, PyObject *unused) {
     return PyBool_FromLong(__atomic_load_n(&mark_writer, __ATOMIC_RELAXED) != NULL);
-}
-
-/* marks_counts() -> (recorded, dropped) since the last attach. */
-PyObject *ll_marks_counts(PyObject *module, PyObject *unused) {
-    return Py_BuildValue("(KK)", (unsigned long long)marks_recorded,
-                         (unsigned long long)marks_dropped);
 }
 
 /* ---- Journal: a capture that holds only marks (and META/END), for probe sessions ---- */

@@ -40,7 +40,7 @@ static int cursor_next(Cursor *c, Event *e) {
     if (c->p >= c->end) return 0;
     int ok = 1;
     uint8_t head = *c->p++;
-    if (head & 0x80 || (head & 7) > LL_EV_C_EXCEPTION) return -1;
+    if (head & 0x80 || (head & 7) > LL_EV_C_EXCEPT) return -1;
     e->kind = head & 7;
     e->fid = ll_get_varint(&c->p, c->end, &ok);
     c->cur.t += ll_get_varint(&c->p, c->end, &ok);

@@ -530,15 +530,15 @@ static inline void on_c(LLSession *s, PyObject *callable, int kind, int64_t off)
 
 /* ---- hooks ---- */
 
+/* The kinds of hook Session.hook(kind) makes, exported to Python as HOOK_KINDS:
+ * ENTER_LOCAL (PY_START, PY_RESUME: may return DISABLE), ENTER (PY_THROW), EXIT_LOCAL
+ * (PY_RETURN, PY_YIELD: may return DISABLE), EXIT (PY_UNWIND), CALL (a builtin being called),
+ * C_RETURN, C_RAISE, and BOOTSTRAP (3.10/3.11: the threading.setprofile() callable that installs
+ * the profile function in each new thread). */
 enum {
-    HK_ENTER_LOCAL = 0, /* PY_START, PY_RESUME: may return DISABLE */
-    HK_ENTER = 1,       /* PY_THROW */
-    HK_EXIT_LOCAL = 2,  /* PY_RETURN, PY_YIELD: may return DISABLE */
-    HK_EXIT = 3,        /* PY_UNWIND */
-    HK_CALL = 4,        /* CALL: a builtin being called */
-    HK_C_RETURN = 5,
-    HK_C_RAISE = 6,
-    HK_BOOTSTRAP = 7, /* 3.10/3.11: threading.setprofile() callable for new threads */
+#define LL_X(name, n) HK_##name = n,
+    LL_HOOK_KIND_LIST(LL_X)
+#undef LL_X
     HK_COUNT
 };
 
@@ -619,7 +619,7 @@ static PyObject *hook_c_return(PyObject *self, PyObject *const *args, size_t nar
     return hook_c(self, args, nargsf, LL_EV_C_RETURN);
 }
 static PyObject *hook_c_raise(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw) {
-    return hook_c(self, args, nargsf, LL_EV_C_EXCEPTION);
+    return hook_c(self, args, nargsf, LL_EV_C_EXCEPT);
 }
 
 #if !LL_HAVE_MONITORING
@@ -640,7 +640,7 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
         if (s->c_calls) on_c(s, arg, LL_EV_C_RETURN, ll_frame_lasti(frame));
         break;
     case PyTrace_C_EXCEPTION:
-        if (s->c_calls) on_c(s, arg, LL_EV_C_EXCEPTION, ll_frame_lasti(frame));
+        if (s->c_calls) on_c(s, arg, LL_EV_C_EXCEPT, ll_frame_lasti(frame));
         break;
     }
     return 0;

@@ -349,10 +349,6 @@ class Probes:
         self._started = time.perf_counter()
         return self
 
-    def watch_code(self, code: types.CodeType) -> None:
-        """Probe `code` (the program's own, compiled before the start) and what it defines."""
-        self.discover(code)
-
     def stop(self) -> ProbeResult:
         with self._lock:
             if self.active:

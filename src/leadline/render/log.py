@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import IO
 
-from ..capture.reader import KIND_NAMES, Capture, Mark
+from ..capture.reader import EVENT, KIND_NAMES, Capture, Mark
 from .base import Renderer, RenderOptions, register
 
 HEADER = (
@@ -26,9 +26,9 @@ class _LogState:
 
     def apply(self, stream: int, kind: int, fid: int) -> None:
         st = self.stacks.setdefault(stream, [])
-        if kind == 0:
+        if kind == EVENT["CALL"]:
             st.append(fid)
-        elif kind == 1 and st and st[-1] == fid:
+        elif kind == EVENT["RETURN"] and st and st[-1] == fid:
             st.pop()
 
 
@@ -81,14 +81,14 @@ class EventLog(Renderer[Capture]):
                 write_mark(marks[next_mark])
                 next_mark += 1
             func = cap.function(fid)
-            if kind >= 2:
+            if kind not in (EVENT["CALL"], EVENT["RETURN"]):  # a builtin's: at its caller
                 caller = state.caller(stream)
                 cf = cap.function(caller) if caller is not None else None
                 file = cf.file if cf else ""
                 line = cf.line_at(off) if cf else 0
             else:
                 file = func.file
-                line = func.line if kind == 0 else func.line_at(off)
+                line = func.line if kind == EVENT["CALL"] else func.line_at(off)
             state.apply(stream, kind, fid)
             rss = rss_pages * page
             d_rss = rss - prev_rss if prev_rss is not None else rss

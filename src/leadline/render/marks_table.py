@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..capture.reader import Definitions
+from ..capture.reader import MARK, Definitions
 from .units import fmt_ns
 
 
@@ -39,14 +39,14 @@ def mark_rows(cap: Definitions) -> list[MarkRow]:
     rows: dict[tuple[str, bool], MarkRow] = {}
     open_spans: dict[tuple[int, str], list[int]] = {}
     for m in cap.marks:
-        key = (m.name, m.kind != 0)
+        key = (m.name, m.kind != MARK["MARK"])
         row = rows.get(key)
         if row is None:
             row = rows[key] = MarkRow(m.name, location=m.location, first_ns=cap.ns(m.t))
         row.threads.add(cap.tid_name(m.tid))
-        if m.kind == 0:
+        if m.kind == MARK["MARK"]:
             row.count += 1
-        elif m.kind == 1:
+        elif m.kind == MARK["BEGIN"]:
             open_spans.setdefault((m.tid, m.name), []).append(m.t)
         else:
             starts = open_spans.get((m.tid, m.name))
