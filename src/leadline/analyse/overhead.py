@@ -1,7 +1,7 @@
-"""`leadline overhead`: what each leadline mode costs a given program, measured the way seed 002
-measured its tracer: the program alone and under each mode, rounds interleaved, each run a child
-process; the median time, the ratio to the program alone, the events recorded, events per
-second, the cost of one event and the bytes written."""
+"""`leadline overhead`: what each leadline mode costs a given program: the program alone and
+under each mode, rounds interleaved, each run a child process; the median time, the ratio to the
+program alone, the events recorded, events per second, the cost of one event and the bytes
+written."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`leadline sweep`: run a command once per value of an environment variable, repeated and
-interleaved, and tabulate wall time, CPU time, peak RSS and probe counts per value (seed 000's
-cache-size table), with a chart of one column against the value."""
+interleaved, and tabulate wall time, CPU time, peak RSS and probe counts per value (a cache's
+hit rate per cache size, say), with a chart of one column against the value."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`leadline overhead [--rounds N] [--modes ...] (script.py | -m module | -c code) [args]`: the
-program alone and under each leadline mode, interleaved, as seed 002's summary table."""
+program alone and under each leadline mode, interleaved: the cost of each mode, as a table."""
 
 from __future__ import annotations
 
