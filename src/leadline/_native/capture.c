@@ -298,3 +298,21 @@ void ll_writer_close(LLWriter *w) {
     }
     w->nfree = 0;
 }
+
+size_t ll_encode_func(uint8_t *rec, uint64_t id, int kind, uint64_t file, uint64_t name,
+                      long firstline, const LLLinePoint *pts, size_t npts) {
+    uint8_t *p = ll_put_varint(rec, id);
+    *p++ = (uint8_t)kind;
+    p = ll_put_varint(p, file);
+    p = ll_put_varint(p, name);
+    p = ll_put_varint(p, firstline > 0 ? (uint64_t)firstline : 0);
+    p = ll_put_varint(p, npts);
+    long prev_off = 0, prev_line = firstline;
+    for (size_t i = 0; i < npts; i++) {
+        p = ll_put_varint(p, (uint64_t)(pts[i].offset - prev_off));
+        p = ll_put_varint(p, ll_zigzag(pts[i].line - prev_line));
+        prev_off = pts[i].offset;
+        prev_line = pts[i].line;
+    }
+    return (size_t)(p - rec);
+}

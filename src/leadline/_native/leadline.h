@@ -10,6 +10,7 @@
 #define LEADLINE_H
 
 #include "compat.h"
+#include "procmem.h" /* LLLinePoint */
 
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -71,6 +72,14 @@ enum {
 #define LL_CHUNK_HEADER_SIZE 24
 #define LL_EVENTS_CHUNK_CAP (64 * 1024)
 #define LL_MAX_EVENT_BYTES 64 /* head + 6 varints of at most 10 bytes */
+
+/* One FUNCS record (docs/format.md): id, kind (0 Python, 1 C), file and name string ids, first
+ * line, and the line table as deltas from the first line.  The tracer (from co_lines()) and the
+ * sampler (from a remote code object's line table) both write it here.  `rec` needs
+ * LL_FUNC_RECORD_MAX(npts) bytes; returns the record's length. */
+#define LL_FUNC_RECORD_MAX(npts) (64 + (size_t)(npts) * 20)
+size_t ll_encode_func(uint8_t *rec, uint64_t id, int kind, uint64_t file, uint64_t name,
+                      long firstline, const LLLinePoint *pts, size_t npts);
 
 /* ---- varints ---- */
 static inline uint8_t *ll_put_varint_slow(uint8_t *p, uint64_t v) {

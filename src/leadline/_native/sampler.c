@@ -283,22 +283,9 @@ static void define_func(Sampler *S, Target *T, uint32_t id, uint64_t filename, u
             (pts = malloc(sizeof *pts * (size_t)len)))
             npts = ll_decode_linetable(L->minor, firstline, raw, (size_t)len, pts, (size_t)len);
     }
-    uint8_t *rec = malloc(64 + npts * 20);
+    uint8_t *rec = malloc(LL_FUNC_RECORD_MAX(npts));
     if (rec) {
-        uint8_t *p = ll_put_varint(rec, id);
-        *p++ = 0; /* a Python function */
-        p = ll_put_varint(p, fs);
-        p = ll_put_varint(p, ns);
-        p = ll_put_varint(p, firstline > 0 ? (uint64_t)firstline : 0);
-        p = ll_put_varint(p, npts);
-        long prev_off = 0, prev_line = firstline;
-        for (size_t i = 0; i < npts; i++) {
-            p = ll_put_varint(p, (uint64_t)(pts[i].offset - prev_off));
-            p = ll_put_varint(p, ll_zigzag(pts[i].line - prev_line));
-            prev_off = pts[i].offset;
-            prev_line = pts[i].line;
-        }
-        define(S, LL_CHUNK_FUNCS, rec, (size_t)(p - rec));
+        define(S, LL_CHUNK_FUNCS, rec, ll_encode_func(rec, id, 0, fs, ns, firstline, pts, npts));
         free(rec);
     }
     free(raw);

@@ -326,19 +326,18 @@ static int starts_with(PyObject *str, PyObject *prefix) {
     return r > 0;
 }
 
-/* Writes a FUNCS record: id, kind, file, name, first line, line table. */
+/* Writes a FUNCS record (ll_encode_func): the line table is where co_lines() changes line. */
 static void define_func(LLSession *s, uint64_t id, int kind, PyObject *file, PyObject *name,
                         long firstline, PyObject *code) {
     uint64_t fs = intern_string(s, file), ns = intern_string(s, name);
-    size_t cap = 64, n_entries = 0;
-    uint8_t *table = malloc(cap);
-    size_t tlen = 0;
-    if (code && table) {
+    size_t cap = 16, n = 0;
+    LLLinePoint *pts = malloc(cap * sizeof *pts);
+    if (code && pts) {
         /* co_lines() gives (start, end, line) in bytes; keep the points where the line changes. */
         PyObject *it = PyObject_CallMethod(code, "co_lines", NULL);
         PyObject *iter = it ? PyObject_GetIter(it) : NULL;
         Py_XDECREF(it);
-        long prev_off = 0, prev_line = firstline;
+        long prev_line = firstline;
         PyObject *item;
         while (iter && (item = PyIter_Next(iter))) {
             long start = -1, line = -1;
@@ -349,36 +348,24 @@ static void define_func(LLSession *s, uint64_t id, int kind, PyObject *file, PyO
             }
             Py_DECREF(item);
             if (start < 0 || line < 0 || line == prev_line) continue;
-            if (tlen + 24 > cap) {
-                uint8_t *nt = realloc(table, cap * 2);
-                if (!nt) break;
-                table = nt;
+            if (n == cap) {
+                LLLinePoint *more = realloc(pts, cap * 2 * sizeof *pts);
+                if (!more) break;
+                pts = more;
                 cap *= 2;
             }
-            uint8_t *p = table + tlen;
-            p = ll_put_varint(p, (uint64_t)(start - prev_off));
-            p = ll_put_varint(p, ll_zigzag(line - prev_line));
-            tlen = (size_t)(p - table);
-            n_entries++;
-            prev_off = start;
+            pts[n++] = (LLLinePoint){start, line};
             prev_line = line;
         }
         Py_XDECREF(iter);
         PyErr_Clear();
     }
-    uint8_t *rec = malloc(tlen + 64);
+    uint8_t *rec = malloc(LL_FUNC_RECORD_MAX(n));
     if (rec) {
-        uint8_t *p = ll_put_varint(rec, id);
-        *p++ = (uint8_t)kind;
-        p = ll_put_varint(p, fs);
-        p = ll_put_varint(p, ns);
-        p = ll_put_varint(p, firstline > 0 ? (uint64_t)firstline : 0);
-        p = ll_put_varint(p, n_entries);
-        if (tlen) memcpy(p, table, tlen);
-        put_def(s, LL_CHUNK_FUNCS, rec, (size_t)(p - rec) + tlen);
+        put_def(s, LL_CHUNK_FUNCS, rec, ll_encode_func(rec, id, kind, fs, ns, firstline, pts, n));
         free(rec);
     }
-    free(table);
+    free(pts);
 }
 
 /* First sight of a code object in this session: decide whether it is traced, give it an id and
