@@ -51,6 +51,7 @@ native = Extension(
     extra_compile_args=[
         "-std=c11",
         "-O2",
+        "-g",  # file:line in valgrind's and the sanitizers' stacks, and in gdb
         "-Wall",
         "-Wextra",
         "-Werror",
