@@ -165,6 +165,32 @@ for i in range(300):
 agg = _native.Aggregator(b"", b"")
 agg.feed(1, payloads[0])
 agg.finish()
+
+
+def varint(v: int) -> bytes:
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    return bytes(out) + bytes([v])
+
+
+def zigzag(v: int) -> int:
+    return ((v << 1) ^ (v >> 63)) & (2**64 - 1)
+
+
+# A well-formed payload with extreme values: RSS that swings by 2^62 pages between a call and
+# its return, so that the aggregator's sums go past 2^63 (they wrap; they must not overflow).
+extreme = varint(0) * 4
+for sign in (1, -1, 1, -1, 1, -1):
+    extreme += bytes([0]) + varint(1) + varint(1)  # CALL
+    extreme += bytes([1 | 0x08]) + varint(1) + varint(1) + varint(zigzag(sign * 2**62))
+    extreme += bytes([0 | 0x08]) + varint(2) + varint(2**63) + varint(zigzag(-sign * 2**62))
+    extreme += bytes([1]) + varint(2) + varint(1)  # RETURN
+crafted = _native.Aggregator(b"", b"")
+assert crafted.feed(1, extreme) == 24
+crafted.finish()
+_native.decode_events(extreme)
 ran["read_damaged_refused"] = refused
 
 
@@ -257,6 +283,9 @@ for code in (f.__code__, g.__code__, worker.__code__, make_marks.__code__):
         noisy = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 64)))
         _native.line_table(sys.version_info[1], code.co_firstlineno, noisy)
         _native.line_table(10, code.co_firstlineno, noisy)
+# Line deltas of up to 2^59 (3.11+ long-form entries), summed past 2^63: they wrap.
+huge = (bytes([0x80 | (14 << 3)]) + bytes([0x7F] * 9 + [0x3E]) + bytes(3)) * 40
+_native.line_table(11, 1, huge)
 for minor in (13, 14, 15, 16):
     for n in (0, 8, 600, 1000):
         table = b"xdebugpy" + bytes(rng.randrange(256) for _ in range(n))

@@ -297,8 +297,9 @@ static void define_func(Sampler *S, Target *T, uint32_t id, uint64_t filename, u
         p = ll_put_varint(p, npts);
         long prev_off = 0, prev_line = firstline;
         for (size_t i = 0; i < npts; i++) {
-            p = ll_put_varint(p, (uint64_t)(pts[i].offset - prev_off));
-            p = ll_put_varint(p, ll_zigzag(pts[i].line - prev_line));
+            p = ll_put_varint(p, (uint64_t)pts[i].offset - (uint64_t)prev_off);
+            /* Lines decoded from another process's table may be anything: wrap, not overflow. */
+            p = ll_put_varint(p, ll_zigzag((int64_t)((uint64_t)pts[i].line - (uint64_t)prev_line)));
             prev_off = pts[i].offset;
             prev_line = pts[i].line;
         }
@@ -563,7 +564,9 @@ static int walk(Sampler *S, Target *T, uint64_t frame, int *n, int *truncated) {
         }
         int64_t off = r->instr;
         if (L->code_adaptive >= 0) {
-            off = (off - (int64_t)(r->code + (uint64_t)L->code_adaptive)) / 2;
+            /* In unsigned arithmetic: a torn read may give any instruction pointer, and the
+             * signed difference could overflow (undefined; the range check below rejects it). */
+            off = (int64_t)((uint64_t)r->instr - (r->code + (uint64_t)L->code_adaptive)) / 2;
             if (units >= 0 && (off < -1 || off > units)) return WALK_TORN;
         }
         if (off < 0) off = 0;
