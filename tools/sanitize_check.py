@@ -6,9 +6,10 @@ CPython is not built with ASan, so the ASan runtime is preloaded (LD_PRELOAD, wh
 processes the tests start inherit, as they inherit the rest of this environment), Python's own
 allocator is bypassed (PYTHONMALLOC=malloc) so that ASan sees every object, and leak detection is
 off (CPython leaks at exit by design).  Each report stops its process at once (halt_on_error,
-abort_on_error; the extension is built with -fno-sanitize-recover=undefined) and is written to a
-log file as well: a report from a child process whose output a test swallows, or whose exit
-status it does not check, still fails the run."""
+abort_on_error; the extension is built with -fno-sanitize-recover=undefined) and leaves a report
+in a log directory (for UBSan, through ASan's handler of the abort that follows its message): a
+report from a child process whose output a test swallows, or whose exit status it does not
+check, still fails the run."""
 
 from __future__ import annotations
 
@@ -58,6 +59,10 @@ def main() -> int:
             "detect_leaks=0",  # CPython leaks at exit by design
             "halt_on_error=1",
             "abort_on_error=1",
+            # gcc's libubsan prints its reports on stderr whatever its log_path says, then aborts
+            # (abort_on_error below): ASan's handler for that SIGABRT writes a report, with the
+            # UBSan handler and our frame on its stack, to the log.  No test aborts on purpose.
+            "handle_abort=1",
             "detect_stack_use_after_return=1",
             "check_initialization_order=1",
             "strict_string_checks=1",
@@ -77,25 +82,27 @@ def main() -> int:
             "ASAN_OPTIONS": ":".join(asan),
             "UBSAN_OPTIONS": ":".join(ubsan),
         }
-        # First, that the sanitizers are on in a process like the tests': a heap overflow made
-        # on purpose (ctypes) must be reported and must stop that process.
-        probe = subprocess.run(
-            [
-                sys.executable,
-                "-c",
+        # First, that the setup works in a process like the tests': a heap overflow made on
+        # purpose (ctypes) must be reported, and an abort (what a UBSan report ends in) logged.
+        for code, sign in (
+            (
                 "import ctypes, leadline._native; b = ctypes.create_string_buffer(64); "
                 "ctypes.memset(ctypes.addressof(b), 0, 65)",
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        caught = [p for p in Path(logs).iterdir() if "heap-buffer-overflow" in p.read_text()]
-        if probe.returncode == 0 or not caught:
-            print(probe.stdout, probe.stderr, sep="\n")
-            sys.exit("sanitize: ASan did not stop a deliberate heap overflow; the setup is broken")
-        for p in caught:
-            p.unlink()
+                "heap-buffer-overflow",
+            ),
+            ("import os, leadline._native; os.abort()", "ABRT"),
+        ):
+            probe = subprocess.run(
+                [sys.executable, "-c", code], env=env, capture_output=True, text=True
+            )
+            caught = [p for p in Path(logs).iterdir() if sign in p.read_text()]
+            if probe.returncode == 0 or not caught:
+                print(probe.stdout, probe.stderr, sep="\n")
+                sys.exit(
+                    f"sanitize: no {sign} report from a process failing on purpose: setup broken"
+                )
+            for p in Path(logs).iterdir():
+                p.unlink()
         print(f"sanitize: {so.name} with {env['LD_PRELOAD']}", flush=True)
         r = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", *args.pytest_args],
