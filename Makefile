@@ -143,6 +143,6 @@ bench-marks: build
 	$(BIN)/python bench/marks.py
 
 clean:
-	rm -rf build .venv .venv-* demo-output src/*.egg-info
+	rm -rf build build-sanitize .venv .venv-* demo-output src/*.egg-info
 
 endif
