@@ -309,8 +309,10 @@ size_t ll_encode_func(uint8_t *rec, uint64_t id, int kind, uint64_t file, uint64
     p = ll_put_varint(p, npts);
     long prev_off = 0, prev_line = firstline;
     for (size_t i = 0; i < npts; i++) {
-        p = ll_put_varint(p, (uint64_t)(pts[i].offset - prev_off));
-        p = ll_put_varint(p, ll_zigzag(pts[i].line - prev_line));
+        /* Offsets and lines decoded from another process's table may be anything: the deltas
+         * wrap, never overflow (a reader gets the same values back by adding them). */
+        p = ll_put_varint(p, (uint64_t)pts[i].offset - (uint64_t)prev_off);
+        p = ll_put_varint(p, ll_zigzag((int64_t)((uint64_t)pts[i].line - (uint64_t)prev_line)));
         prev_off = pts[i].offset;
         prev_line = pts[i].line;
     }

@@ -53,7 +53,12 @@ void ll_marks_detach(LLWriter *w) {
 /* The child of a fork() records nothing into its parent's file. */
 static void marks_atfork_child(void) {
     mark_writer = NULL;
-    mark_chunk = NULL; /* the parent's; the child never submits it (a small leak per fork) */
+    /* The child's copy of the parent's unsubmitted records: the child never submits them, so
+     * they are freed here (left, valgrind reports 64 KiB definitely lost in every child forked
+     * while marks are recorded).  malloc is usable in a child handler: glibc resets its locks
+     * before running them, and os.fork() holds the GIL that every write to the chunk holds. */
+    free(mark_chunk);
+    mark_chunk = NULL;
     mark_tid = 0;
 }
 
