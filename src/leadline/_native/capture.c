@@ -481,3 +481,23 @@ PyObject *ll_writer_close_py(LLWriter *w, PyObject *end) {
     Py_END_ALLOW_THREADS
     return failed ? NULL : writer_stats(w);
 }
+
+size_t ll_encode_func(uint8_t *rec, uint64_t id, int kind, uint64_t file, uint64_t name,
+                      long firstline, const LLLinePoint *pts, size_t npts) {
+    uint8_t *p = ll_put_varint(rec, id);
+    *p++ = (uint8_t)kind;
+    p = ll_put_varint(p, file);
+    p = ll_put_varint(p, name);
+    p = ll_put_varint(p, firstline > 0 ? (uint64_t)firstline : 0);
+    p = ll_put_varint(p, npts);
+    long prev_off = 0, prev_line = firstline;
+    for (size_t i = 0; i < npts; i++) {
+        /* Offsets and lines decoded from another process's table may be anything: the deltas
+         * wrap, never overflow (a reader gets the same values back by adding them). */
+        p = ll_put_varint(p, (uint64_t)pts[i].offset - (uint64_t)prev_off);
+        p = ll_put_varint(p, ll_zigzag((int64_t)((uint64_t)pts[i].line - (uint64_t)prev_line)));
+        prev_off = pts[i].offset;
+        prev_line = pts[i].line;
+    }
+    return (size_t)(p - rec);
+}

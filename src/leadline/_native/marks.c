@@ -55,7 +55,12 @@ void ll_marks_detach(LLWriter *w) {
 /* The child of a fork() records nothing into its parent's file. */
 static void marks_atfork_child(void) {
     mark_writer = NULL;
-    mark_chunk = NULL; /* the parent's; the child never submits it (a small leak per fork) */
+    /* The child's copy of the parent's unsubmitted records: the child never submits them, so
+     * they are freed here (left, valgrind reports 64 KiB definitely lost in every child forked
+     * while marks are recorded).  malloc is usable in a child handler: glibc resets its locks
+     * before running them, and os.fork() holds the GIL that every write to the chunk holds. */
+    free(mark_chunk);
+    mark_chunk = NULL;
     mark_tid = 0;
 }
 
@@ -256,7 +261,7 @@ PyObject *ll_mark(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyO
         PyObject *file;
         long line;
         caller(&file, &line);
-        record(0, name, file, line, args + nargs, kwnames, NULL);
+        record(LL_MARK_MARK, name, file, line, args + nargs, kwnames, NULL);
         Py_XDECREF(file);
         Py_DECREF(name);
     }
@@ -273,7 +278,8 @@ PyObject *ll_mark_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
     long line = PyLong_AsLong(args[3]);
     PyErr_Clear();
     PyObject *name = PyUnicode_Check(args[1]) ? Py_NewRef(args[1]) : PyObject_Str(args[1]);
-    if (name && kind >= 0 && kind <= 2) record((int)kind, name, args[2], line, NULL, NULL, args[4]);
+    if (name && kind >= LL_MARK_MARK && kind <= LL_MARK_END)
+        record((int)kind, name, args[2], line, NULL, NULL, args[4]);
     Py_XDECREF(name);
     if (PyErr_Occurred()) PyErr_Clear();
     Py_RETURN_NONE;
@@ -282,12 +288,6 @@ PyObject *ll_mark_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
 /* marks_active() -> bool: is a recording listening? */
 PyObject *ll_marks_active(PyObject *module, PyObject *unused) {
     return PyBool_FromLong(__atomic_load_n(&mark_writer, __ATOMIC_RELAXED) != NULL);
-}
-
-/* marks_counts() -> (recorded, dropped) since the last attach. */
-PyObject *ll_marks_counts(PyObject *module, PyObject *unused) {
-    return Py_BuildValue("(KK)", (unsigned long long)marks_recorded,
-                         (unsigned long long)marks_dropped);
 }
 
 /* ---- Journal: a capture that holds only marks (and META/END), for probe sessions ---- */

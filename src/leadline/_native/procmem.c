@@ -204,6 +204,12 @@ static long lt_svarint(const uint8_t *t, size_t n, size_t *pos) {
     return (v & 1) ? -(long)(v >> 1) : (long)(v >> 1);
 }
 
+/* Line numbers add up deltas read from another process, whose table may be torn or not a line
+ * table at all: they wrap rather than overflow (signed overflow is undefined; UBSan found it). */
+static inline long line_add(long line, long delta) {
+    return (long)((unsigned long)line + (unsigned long)delta);
+}
+
 size_t ll_decode_linetable(int minor, long firstline, const uint8_t *t, size_t n,
                            LLLinePoint *out, size_t cap) {
     Points p = {out, 0, cap, firstline};
@@ -216,7 +222,7 @@ size_t ll_decode_linetable(int minor, long firstline, const uint8_t *t, size_t n
             int ldelta = (int8_t)t[pos + 1];
             long this_line = -1;
             if (ldelta != -128) {
-                line += ldelta;
+                line = line_add(line, ldelta);
                 this_line = line;
             }
             if (sdelta) add_point(&p, addr / 2, this_line);
@@ -233,16 +239,16 @@ size_t ll_decode_linetable(int minor, long firstline, const uint8_t *t, size_t n
         if (code == 15) {
             this_line = -1;
         } else if (code == 14) {
-            line += lt_svarint(t, n, &pos);
+            line = line_add(line, lt_svarint(t, n, &pos));
             lt_varint(t, n, &pos);
             lt_varint(t, n, &pos);
             lt_varint(t, n, &pos);
             this_line = line;
         } else if (code == 13) {
-            line += lt_svarint(t, n, &pos);
+            line = line_add(line, lt_svarint(t, n, &pos));
             this_line = line;
         } else if (code >= 10) {
-            line += code - 10;
+            line = line_add(line, code - 10);
             pos += 2;
             this_line = line;
         } else {

@@ -35,8 +35,10 @@ size_t ll_mem_read_many(pid_t pid, const uint64_t *addrs, size_t n, uint8_t *out
 /* A str object's text as UTF-8 (NUL-terminated); its length, or -1. */
 long ll_read_str(LLMem *m, const LLLayout *L, uint64_t addr, char *out, size_t cap);
 
+/* A point of a function's line table: from this instruction offset (code units) on, the code is
+ * on this line. */
 typedef struct {
-    long offset; /* code units */
+    long offset;
     long line;
 } LLLinePoint;
 size_t ll_decode_linetable(int minor, long firstline, const uint8_t *t, size_t n,

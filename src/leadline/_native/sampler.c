@@ -143,6 +143,10 @@ typedef struct {
     uint64_t ticks, samples, missed, torn, retried, truncated;
     uint64_t sampler_cpu_ns, t_end, last_scan_ns, rng, fork_ns;
     uint64_t now_ns; /* CLOCK_MONOTONIC at this tick */
+    /* Targets still alive, published by the sampler thread for running(): the thread may
+     * reallocate `targets` (a new child process) while the Python thread asks. */
+    int alive_targets;
+    int writer_open; /* `w` was opened: it must be closed before this object is freed */
     int finished, closed, fork_pending, active;
 } Sampler;
 
@@ -284,22 +288,9 @@ static void define_func(Sampler *S, Target *T, uint32_t id, uint64_t filename, u
             (pts = malloc(sizeof *pts * (size_t)len)))
             npts = ll_decode_linetable(L->minor, firstline, raw, (size_t)len, pts, (size_t)len);
     }
-    uint8_t *rec = malloc(64 + npts * 20);
+    uint8_t *rec = malloc(LL_FUNC_RECORD_MAX(npts));
     if (rec) {
-        uint8_t *p = ll_put_varint(rec, id);
-        *p++ = 0; /* a Python function */
-        p = ll_put_varint(p, fs);
-        p = ll_put_varint(p, ns);
-        p = ll_put_varint(p, firstline > 0 ? (uint64_t)firstline : 0);
-        p = ll_put_varint(p, npts);
-        long prev_off = 0, prev_line = firstline;
-        for (size_t i = 0; i < npts; i++) {
-            p = ll_put_varint(p, (uint64_t)(pts[i].offset - prev_off));
-            p = ll_put_varint(p, ll_zigzag(pts[i].line - prev_line));
-            prev_off = pts[i].offset;
-            prev_line = pts[i].line;
-        }
-        define(S, LL_CHUNK_FUNCS, rec, (size_t)(p - rec));
+        define(S, LL_CHUNK_FUNCS, rec, ll_encode_func(rec, id, 0, fs, ns, firstline, pts, npts));
         free(rec);
     }
     free(raw);
@@ -560,7 +551,9 @@ static int walk(Sampler *S, Target *T, uint64_t frame, int *n, int *truncated) {
         }
         int64_t off = r->instr;
         if (L->code_adaptive >= 0) {
-            off = (off - (int64_t)(r->code + (uint64_t)L->code_adaptive)) / 2;
+            /* In unsigned arithmetic: a torn read may give any instruction pointer, and the
+             * signed difference could overflow (undefined; the range check below rejects it). */
+            off = (int64_t)((uint64_t)r->instr - (r->code + (uint64_t)L->code_adaptive)) / 2;
             if (units >= 0 && (off < -1 || off > units)) return WALK_TORN;
         }
         if (off < 0) off = 0;
@@ -863,6 +856,9 @@ static void *sampler_main(void *arg) {
             scan_children(S);
         }
         if (S->chunk && now - S->chunk_started_ns >= LL_FLUSH_NS) flush_chunk(S);
+        int still = 0; /* the children scan_children just found count too */
+        for (int i = 0; i < S->ntargets; i++) still += !S->targets[i].dead;
+        __atomic_store_n(&S->alive_targets, still, __ATOMIC_RELAXED);
         next += next_interval(S);
         pthread_mutex_lock(&S->mu);
         if (!alive && !S->subprocesses && !S->in_process) break; /* the target is gone */
@@ -1086,6 +1082,7 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     if (!err) {
         S->known[S->nknown++] = (pid_t)pid;
         err = ll_writer_open(&S->w, fd);
+        S->writer_open = !err;
     }
     if (err) {
         PyBuffer_Release(&meta);
@@ -1109,27 +1106,33 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         ll_marks_attach(&S->w);
     }
     S->active = 1;
+    S->alive_targets = 1;
     start_thread(S);
     pthread_mutex_unlock(&sampler_lock);
     return (PyObject *)S;
 }
 
+/* Stops sampling (once): marks no longer go to this capture, the sampler thread is joined and
+ * its last chunk queued. */
+static void sampler_stop(Sampler *S) {
+    if (S->finished) return;
+    ll_marks_detach(&S->w);
+    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&sampler_lock);
+    if (S->active == 2) { /* stopped between a fork and its resume */
+        ll_writer_resume(&S->w);
+    }
+    stop_thread(S);
+    if (active_sampler == S) active_sampler = NULL;
+    S->active = 0;
+    pthread_mutex_unlock(&sampler_lock);
+    Py_END_ALLOW_THREADS flush_chunk(S);
+    S->t_end = ll_ticks();
+    S->finished = 1;
+}
+
 static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
     Sampler *S = (Sampler *)self;
-    if (!S->finished) {
-        ll_marks_detach(&S->w);
-        Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&sampler_lock);
-        if (S->active == 2) { /* stopped between a fork and its resume */
-            ll_writer_resume(&S->w);
-        }
-        stop_thread(S);
-        if (active_sampler == S) active_sampler = NULL;
-        S->active = 0;
-        pthread_mutex_unlock(&sampler_lock);
-        Py_END_ALLOW_THREADS flush_chunk(S);
-        S->t_end = ll_ticks();
-        S->finished = 1;
-    }
+    sampler_stop(S);
     uint64_t reads = 0;
     for (int i = 0; i < S->ntargets; i++) reads += S->targets[i].mem.reads;
     return Py_BuildValue(
@@ -1208,20 +1211,25 @@ static PyObject *sampler_resume(PyObject *self, PyObject *args, PyObject *kw) {
 
 static PyObject *sampler_running(PyObject *self, PyObject *unused) {
     Sampler *S = (Sampler *)self;
-    int alive = 0;
-    for (int i = 0; i < S->ntargets; i++) alive += !S->targets[i].dead;
-    return PyBool_FromLong(S->active && alive && !ll_writer_stopped(&S->w));
+    /* Not S->targets itself: with subprocesses the sampler thread may be reallocating it. */
+    return PyBool_FromLong(S->active && __atomic_load_n(&S->alive_targets, __ATOMIC_RELAXED) &&
+                           !ll_writer_stopped(&S->w));
 }
 
 static void sampler_dealloc(PyObject *self) {
     Sampler *S = (Sampler *)self;
-    if (!S->closed && S->active) {
-        stop_thread(S);
-        pthread_mutex_lock(&sampler_lock);
-        if (active_sampler == S) active_sampler = NULL;
-        pthread_mutex_unlock(&sampler_lock);
-        flush_chunk(S);
+    /* Dropped without close(): never finished, or an exception came between finish() and
+     * close().  Both left work inside this object that outlived it (valgrind saw each): mark()
+     * still wrote into `w` of an unfinished in-process sampler, and the writer thread of a
+     * finished one still waited on `w` (its descriptor and the queued chunks never closed or
+     * written).  Stop and close as finish() and close() would. */
+    if (S->writer_open && !S->closed) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        sampler_stop(S);
         ll_writer_close(&S->w);
+        S->closed = 1;
+        PyErr_Restore(et, ev, tb);
     }
     for (int i = 0; i < S->ntargets; i++) close_target(&S->targets[i]);
     free(S->targets);

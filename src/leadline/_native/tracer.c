@@ -336,19 +336,18 @@ static int starts_with(PyObject *str, PyObject *prefix) {
     return r > 0;
 }
 
-/* Writes a FUNCS record: id, kind, file, name, first line, line table. */
+/* Writes a FUNCS record (ll_encode_func): the line table is where co_lines() changes line. */
 static void define_func(LLSession *s, uint64_t id, int kind, PyObject *file, PyObject *name,
                         long firstline, PyObject *code) {
     uint64_t fs = intern_string(s, file), ns = intern_string(s, name);
-    size_t cap = 64, n_entries = 0;
-    uint8_t *table = malloc(cap);
-    size_t tlen = 0;
-    if (code && table) {
+    size_t cap = 16, n = 0;
+    LLLinePoint *pts = malloc(cap * sizeof *pts);
+    if (code && pts) {
         /* co_lines() gives (start, end, line) in bytes; keep the points where the line changes. */
         PyObject *it = PyObject_CallMethod(code, "co_lines", NULL);
         PyObject *iter = it ? PyObject_GetIter(it) : NULL;
         Py_XDECREF(it);
-        long prev_off = 0, prev_line = firstline;
+        long prev_line = firstline;
         PyObject *item;
         while (iter && (item = PyIter_Next(iter))) {
             long start = -1, line = -1;
@@ -359,36 +358,24 @@ static void define_func(LLSession *s, uint64_t id, int kind, PyObject *file, PyO
             }
             Py_DECREF(item);
             if (start < 0 || line < 0 || line == prev_line) continue;
-            if (tlen + 24 > cap) {
-                uint8_t *nt = realloc(table, cap * 2);
-                if (!nt) break;
-                table = nt;
+            if (n == cap) {
+                LLLinePoint *more = realloc(pts, cap * 2 * sizeof *pts);
+                if (!more) break;
+                pts = more;
                 cap *= 2;
             }
-            uint8_t *p = table + tlen;
-            p = ll_put_varint(p, (uint64_t)(start - prev_off));
-            p = ll_put_varint(p, ll_zigzag(line - prev_line));
-            tlen = (size_t)(p - table);
-            n_entries++;
-            prev_off = start;
+            pts[n++] = (LLLinePoint){start, line};
             prev_line = line;
         }
         Py_XDECREF(iter);
         PyErr_Clear();
     }
-    uint8_t *rec = malloc(tlen + 64);
+    uint8_t *rec = malloc(LL_FUNC_RECORD_MAX(n));
     if (rec) {
-        uint8_t *p = ll_put_varint(rec, id);
-        *p++ = (uint8_t)kind;
-        p = ll_put_varint(p, fs);
-        p = ll_put_varint(p, ns);
-        p = ll_put_varint(p, firstline > 0 ? (uint64_t)firstline : 0);
-        p = ll_put_varint(p, n_entries);
-        if (tlen) memcpy(p, table, tlen);
-        put_def(s, LL_CHUNK_FUNCS, rec, (size_t)(p - rec) + tlen);
+        put_def(s, LL_CHUNK_FUNCS, rec, ll_encode_func(rec, id, kind, fs, ns, firstline, pts, n));
         free(rec);
     }
-    free(table);
+    free(pts);
 }
 
 /* First sight of a code object in this session: decide whether it is traced, give it an id and
@@ -556,15 +543,15 @@ static inline void on_c(LLSession *s, PyObject *callable, int kind, int64_t off)
 
 /* ---- hooks ---- */
 
+/* The kinds of hook Session.hook(kind) makes, exported to Python as HOOK_KINDS:
+ * ENTER_LOCAL (PY_START, PY_RESUME: may return DISABLE), ENTER (PY_THROW), EXIT_LOCAL
+ * (PY_RETURN, PY_YIELD: may return DISABLE), EXIT (PY_UNWIND), CALL (a builtin being called),
+ * C_RETURN, C_RAISE, and BOOTSTRAP (3.10/3.11: the threading.setprofile() callable that installs
+ * the profile function in each new thread). */
 enum {
-    HK_ENTER_LOCAL = 0, /* PY_START, PY_RESUME: may return DISABLE */
-    HK_ENTER = 1,       /* PY_THROW */
-    HK_EXIT_LOCAL = 2,  /* PY_RETURN, PY_YIELD: may return DISABLE */
-    HK_EXIT = 3,        /* PY_UNWIND */
-    HK_CALL = 4,        /* CALL: a builtin being called */
-    HK_C_RETURN = 5,
-    HK_C_RAISE = 6,
-    HK_BOOTSTRAP = 7, /* 3.10/3.11: threading.setprofile() callable for new threads */
+#define LL_X(name, n) HK_##name = n,
+    LL_HOOK_KIND_LIST(LL_X)
+#undef LL_X
     HK_COUNT
 };
 
@@ -656,7 +643,7 @@ static PyObject *hook_c_return(PyObject *self, PyObject *const *args, size_t nar
     return hook_c(self, args, nargsf, LL_EV_C_RETURN);
 }
 static PyObject *hook_c_raise(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw) {
-    return hook_c(self, args, nargsf, LL_EV_C_EXCEPTION);
+    return hook_c(self, args, nargsf, LL_EV_C_EXCEPT);
 }
 
 #if !LL_HAVE_MONITORING
@@ -682,7 +669,7 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
         if (s->c_calls) on_c(s, arg, LL_EV_C_RETURN, ll_frame_lasti(frame));
         break;
     case PyTrace_C_EXCEPTION:
-        if (s->c_calls) on_c(s, arg, LL_EV_C_EXCEPTION, ll_frame_lasti(frame));
+        if (s->c_calls) on_c(s, arg, LL_EV_C_EXCEPT, ll_frame_lasti(frame));
         break;
     }
     return 0;

@@ -135,6 +135,7 @@ def load_profile(cap: Capture | CaptureStream, progress: Progress | None = None)
         complete=cap.complete,
         samples_lost=int(end.get("samples_lost") or 0),
         stopped_early=stop.for_report(cap),
+        capture=cap,
     )
 
 

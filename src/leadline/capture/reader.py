@@ -26,10 +26,19 @@ CHUNK_MAGIC = b"LLCK"
 HEADER = struct.Struct("<8sHHI")
 CHUNK = struct.Struct("<4sBBHIIQ")
 
-META, STRINGS, FUNCS, THREADS, EVENTS, RSS, END, SAMPLES, STACKS, TASKS, MARKS = range(1, 12)
-MARK_KINDS = {0: "MARK", 1: "BEGIN", 2: "END"}
-KIND_NAMES = {0: "CALL", 1: "RETURN", 2: "C_CALL", 3: "C_RETURN", 4: "C_EXCEPT"}
-CALL_KINDS = (0, 2)
+# The chunk, event and mark kinds are the native core's (leadline.h), exported by name.
+_CHUNK = _native.CHUNK_KINDS
+META, STRINGS, FUNCS, THREADS, EVENTS, RSS, END, SAMPLES, STACKS, TASKS, MARKS = (
+    _CHUNK[name]
+    for name in (
+        "META", "STRINGS", "FUNCS", "THREADS", "EVENTS", "RSS", "END", "SAMPLES", "STACKS",
+        "TASKS", "MARKS",
+    )
+)  # fmt: skip
+EVENT = _native.EVENT_KINDS  # name -> number: EVENT["CALL"] ...
+MARK = _native.MARK_KINDS
+MARK_KINDS = {number: name for name, number in MARK.items()}
+KIND_NAMES = {number: name for name, number in EVENT.items()}
 
 Progress = Callable[[int, int], None]
 Event = tuple[int, int, int, int, int, int, int]  # number, kind, func, t, rss_pages, heap, offset

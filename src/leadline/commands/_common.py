@@ -19,8 +19,7 @@ from ..capture.reader import Progress as Progress_
 from ..errors import LeadlineError
 from ..record import runner
 from ..record.recorder import Recorder
-from ..render import RenderOptions
-from ..render.base import Renderer
+from ..render.base import Renderer, RenderOptions, capture_kind, get_renderer
 
 BIG_CAPTURE = 32 << 20
 
@@ -97,22 +96,54 @@ def open_output(path: str | None, binary: bool = False) -> Iterator[IO[Any]]:
         raise
 
 
-def render_capture(
-    capture_path: str,
-    renderer: Renderer,
+@contextlib.contextmanager
+def run_progress(label: str, total: int) -> Iterator[Progress_ | None]:
+    """A bar counting runs on stderr, when it is a terminal (sweep, overhead)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with Progress(
+        TextColumn(label), BarColumn(), TextColumn("{task.completed}/{task.total}"), transient=True
+    ) as bar:
+        task = bar.add_task(label, total=total)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done)
+
+        yield update
+
+
+def write_rendered(
+    renderer: Renderer[Any],
+    subject: Any,
     output: str | None,
     options: RenderOptions,
     stream: IO[str] | None = None,
+) -> None:
+    """Render `subject` to `output` (a path; None or "-": standard output, or `stream`)."""
+    if stream is not None and output in (None, "-"):
+        renderer.render(subject, stream, options)
+        return
+    with open_output(output, renderer.binary) as out:
+        renderer.render(subject, out, options)
+
+
+def render_capture(
+    capture_path: str,
+    fmt: str,
+    output: str | None,
+    options: RenderOptions,
+    stream: IO[str] | None = None,
+    command: str = "report",
 ) -> int:
-    """Render a capture to `output` (a path; None or "-": standard output, or `stream`)."""
+    """Render a capture in format `fmt` to `output` (a path; None or "-": standard output, or
+    `stream`).  The capture is read before the output is opened."""
     with Capture(capture_path) as cap:
+        renderer = get_renderer(fmt, capture_kind(cap), capture_path, command)
         with progress_bar(cap.size, f"reading {Path(capture_path).name}") as update:
             opts = dataclasses.replace(options, progress=update)
-            if stream is not None and output in (None, "-"):
-                renderer.render(cap, stream, opts)
-            else:
-                with open_output(output, renderer.binary) as out:
-                    renderer.render(cap, out, opts)
+            subject = renderer.load(cap, opts)
+            write_rendered(renderer, subject, output, opts, stream)
         if cap.damage:
             print(
                 f"leadline: warning: {capture_path}: {cap.damage}; "

@@ -87,8 +87,8 @@ def _report(result: ProbeResult, args: argparse.Namespace) -> None:
         print(json.dumps(data, indent=1), flush=True)
     if not args.quiet:
         from ..render import RenderOptions  # the table's modules load only to print it
+        from ..render.console import make_console
         from ..render.probe_text import print_probe_table
-        from ..render.text import make_console
 
         print_probe_table(data, make_console(sys.stderr, RenderOptions()))
 

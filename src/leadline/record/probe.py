@@ -1,5 +1,5 @@
 """`leadline probe`: count how often chosen lines run and chosen functions are entered, in an
-unmodified program, and the ratios between those counts (seed 000's cache hit rate).
+unmodified program, and the ratios between those counts (a cache's hit rate, say).
 
 A probe is `NAME=FILE:LINE` (a line) or `NAME=module:qualname` (a function's entries).  Both
 are checked before the program starts: the file must exist and the line must hold code; the
@@ -348,10 +348,6 @@ class Probes:
         self.active = True
         self._started = time.perf_counter()
         return self
-
-    def watch_code(self, code: types.CodeType) -> None:
-        """Probe `code` (the program's own, compiled before the start) and what it defines."""
-        self.discover(code)
 
     def stop(self) -> ProbeResult:
         with self._lock:

@@ -16,8 +16,7 @@ from .. import _native
 from ..errors import LeadlineError
 from .recorder import PACKAGE_DIR, PAGE_SIZE, Recorder, default_output, size_limit
 
-HK_ENTER_LOCAL, HK_ENTER, HK_EXIT_LOCAL, HK_EXIT, HK_CALL, HK_C_RETURN, HK_C_RAISE = range(7)
-HK_BOOTSTRAP = 7
+HOOK = _native.HOOK_KINDS  # the kinds of hook Session.hook() makes (tracer.c)
 
 _SIZE_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -199,15 +198,21 @@ class Tracer(Recorder):
             mon.use_tool_id(tool, "leadline")
             ev = mon.events
             hooks = {
-                ev.PY_START: HK_ENTER_LOCAL,
-                ev.PY_RESUME: HK_ENTER_LOCAL,
-                ev.PY_THROW: HK_ENTER,
-                ev.PY_RETURN: HK_EXIT_LOCAL,
-                ev.PY_YIELD: HK_EXIT_LOCAL,
-                ev.PY_UNWIND: HK_EXIT,
+                ev.PY_START: HOOK["ENTER_LOCAL"],
+                ev.PY_RESUME: HOOK["ENTER_LOCAL"],
+                ev.PY_THROW: HOOK["ENTER"],
+                ev.PY_RETURN: HOOK["EXIT_LOCAL"],
+                ev.PY_YIELD: HOOK["EXIT_LOCAL"],
+                ev.PY_UNWIND: HOOK["EXIT"],
             }
             if self.options.c_calls:
-                hooks.update({ev.CALL: HK_CALL, ev.C_RETURN: HK_C_RETURN, ev.C_RAISE: HK_C_RAISE})
+                hooks.update(
+                    {
+                        ev.CALL: HOOK["CALL"],
+                        ev.C_RETURN: HOOK["C_RETURN"],
+                        ev.C_RAISE: HOOK["C_RAISE"],
+                    }
+                )
             for event, kind in hooks.items():
                 mon.register_callback(tool, event, s.hook(kind))
             if _monitoring_used_before:
@@ -225,7 +230,7 @@ class Tracer(Recorder):
                 s.install_profile()
             except RuntimeError as e:
                 raise LeadlineError(str(e)) from None
-            threading.setprofile(s.hook(HK_BOOTSTRAP))
+            threading.setprofile(s.hook(HOOK["BOOTSTRAP"]))
 
     def _uninstall(self) -> None:
         if _native.MONITORING and self._tool is not None:

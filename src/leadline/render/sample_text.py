@@ -3,6 +3,8 @@ callees of a function as an indented tree."""
 
 from __future__ import annotations
 
+from typing import IO
+
 from rich.console import Console
 from rich.table import Table
 
@@ -16,7 +18,9 @@ from ..analyse.samples import (
     selected,
 )
 from ..errors import LeadlineError
-from .base import RenderOptions
+from .base import Renderer, RenderOptions, register
+from .console import make_console
+from .marks_table import print_marks
 from .units import fmt_bytes, fmt_ns
 
 
@@ -114,3 +118,16 @@ def render_sample_text(p: SampleProfile, console: Console, options: RenderOption
             f"{r.name} ({r.file}:{r.line})",
         )
     console.print(table)
+
+
+@register
+class SampleText(Renderer[SampleProfile]):
+    name = "text"
+    kind = "sample"
+    extension = "txt"
+    description = "per-function table for the terminal"
+
+    def render(self, p: SampleProfile, out: IO[str], options: RenderOptions) -> None:
+        console = make_console(out, options)
+        render_sample_text(p, console, options)
+        print_marks(p.capture, console)

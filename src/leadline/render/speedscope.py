@@ -5,20 +5,21 @@ from __future__ import annotations
 import json
 from typing import IO
 
-from ..capture.reader import Capture
-from .base import RenderOptions, register
+from ..analyse.model import SampleProfile
+from ..analyse.samples import default_metric
+from .base import Renderer, RenderOptions, register
 from .encode import to_speedscope
-from .sampled import SampledExport
 
 
 @register
-class Speedscope(SampledExport):
+class Speedscope(Renderer[SampleProfile]):
     name = "speedscope"
+    kind = "sample"
     extension = "json"
     description = "speedscope JSON, one profile per thread, weighted by --metric"
 
-    def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
+    def render(self, p: SampleProfile, out: IO[str], options: RenderOptions) -> None:
         # ASCII JSON: names and paths from the program may hold lone surrogates.
-        p = self.profile(cap)
-        json.dump(to_speedscope(p, self.metric(p, options)), out, separators=(",", ":"))
+        metric = options.metric or default_metric(p)
+        json.dump(to_speedscope(p, metric), out, separators=(",", ":"))
         out.write("\n")

@@ -2,36 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from typing import IO
 
-from rich.console import Console
 from rich.table import Table
 
-from ..analyse.samples import load_profile
-from ..analyse.trace import TraceProfile, analyse
-from ..capture.reader import Capture
-from .base import Renderer, RenderOptions, is_sampling, register
+from ..analyse.trace import TraceProfile
+from .base import Renderer, RenderOptions, register
+from .console import make_console
 from .marks_table import print_marks
-from .probe_text import render_probe_text
-from .sample_text import render_sample_text
 from .units import fmt_bytes, fmt_ns
-
-
-def make_console(out: IO[str], options: RenderOptions) -> Console:
-    is_tty = out.isatty()
-    no_color = bool(os.environ.get("NO_COLOR")) or options.color is False or not is_tty
-    width = options.width or (None if is_tty else max(140, shutil.get_terminal_size().columns))
-    return Console(
-        file=out,
-        no_color=no_color,
-        highlight=False,
-        width=width,
-        soft_wrap=False,
-        force_terminal=is_tty and options.color is not False,
-        emoji=False,
-    )
 
 
 def header_lines(p: TraceProfile) -> list[str]:
@@ -61,22 +40,14 @@ def header_lines(p: TraceProfile) -> list[str]:
 
 
 @register
-class TextReport(Renderer):
+class TraceText(Renderer[TraceProfile]):
     name = "text"
+    kind = "trace"
     extension = "txt"
     description = "per-function table for the terminal"
 
-    def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
+    def render(self, p: TraceProfile, out: IO[str], options: RenderOptions) -> None:
         console = make_console(out, options)
-        if cap.meta.get("mode") == "probe":
-            render_probe_text(cap, console)
-            print_marks(cap, console)
-            return
-        if is_sampling(cap):
-            render_sample_text(load_profile(cap, options.progress), console, options)
-            print_marks(cap, console)
-            return
-        p = analyse(cap, options.progress)
         for line in header_lines(p):
             console.print(line, markup=False)
         table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
@@ -105,4 +76,4 @@ class TextReport(Renderer):
             )
         console.print()
         console.print(table)
-        print_marks(cap, console)
+        print_marks(p.capture, console)
