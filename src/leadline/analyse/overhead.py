@@ -28,11 +28,13 @@ class Mode:
     what: str
 
 
+# The trace modes have no size limit: what recording every event costs, however many.
+_TRACE = ("trace", "--max-size", "none")
 MODES = (
     Mode("baseline", (), "the program alone"),
-    Mode("hook", ("trace", "--hook-only"), "trace's empty native hook: the cost floor"),
-    Mode("trace", ("trace",), "every call and return with time, RSS and heap bytes"),
-    Mode("trace-rss4096", ("trace", "--rss-trigger", "4096"), "only events where RSS moved 4 KiB"),
+    Mode("hook", (*_TRACE, "--hook-only"), "trace's empty native hook: the cost floor"),
+    Mode("trace", _TRACE, "every call and return with time, RSS and heap bytes"),
+    Mode("trace-rss4096", (*_TRACE, "--rss-trigger", "4096"), "only events where RSS moved 4 KiB"),
     Mode("run-100", ("run", "--rate", "100"), "sampling at 100 Hz"),
     Mode("run-1000", ("run", "--rate", "1000"), "sampling at 1 kHz"),
     Mode("probe", ("probe",), "the --count probes"),
