@@ -117,7 +117,9 @@ def replace_payload(kind: int, payload: bytes) -> Callable[[list[Chunk]], list[C
     return change
 
 
-def edit_json(kind: int, edit: Callable[[dict[str, Any]], Any]) -> Callable[[list[Chunk]], list[Chunk]]:
+def edit_json(
+    kind: int, edit: Callable[[dict[str, Any]], Any]
+) -> Callable[[list[Chunk]], list[Chunk]]:
     def change(chunks: list[Chunk]) -> list[Chunk]:
         out = []
         for k, stream, p in chunks:
@@ -176,7 +178,9 @@ def salvaged(r: Any) -> dict[str, Any]:
 
 
 # -- definition chunks cut short or with absurd values -----------------------------------------
-def test_funcs_cut_short_is_damage_not_a_traceback(recorded: dict[str, Path], tmp_path: Path) -> None:
+def test_funcs_cut_short_is_damage_not_a_traceback(
+    recorded: dict[str, Path], tmp_path: Path
+) -> None:
     """A FUNCS record that ends after its id (the reader indexed past the payload: IndexError)."""
     good_funcs = [p for k, _, p in parse(recorded["trace"].read_bytes())[1] if k == FUNCS]
 
@@ -245,7 +249,9 @@ def test_every_definition_chunk_cut_short_through_the_cli(
                 one_line_error(r)  # e.g. a sampling capture with no stacks left to show
 
 
-def test_stack_chain_that_loops_is_damage_not_a_hang(recorded: dict[str, Path], tmp_path: Path) -> None:
+def test_stack_chain_that_loops_is_damage_not_a_hang(
+    recorded: dict[str, Path], tmp_path: Path
+) -> None:
     """Stack 2 whose parent is 3 and 3 whose parent is 2: the profile loader followed the chain
     a million frames deep for every sample (a hang); a parent must be an earlier stack."""
     loop = varint(2) + varint(3) + varint(1) + varint(0) + varint(3) + varint(2) + varint(1)
@@ -311,7 +317,9 @@ BAD_META: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("spoil", "field"), [(b[1], b[2]) for b in BAD_META], ids=[b[0] for b in BAD_META])
+@pytest.mark.parametrize(
+    ("spoil", "field"), [(b[1], b[2]) for b in BAD_META], ids=[b[0] for b in BAD_META]
+)
 def test_meta_fields_of_the_wrong_type_or_range(
     recorded: dict[str, Path], tmp_path: Path, spoil: Callable[[dict[str, Any]], Any], field: str
 ) -> None:
@@ -392,13 +400,18 @@ def test_schema_units() -> None:
             schema.load_json(bad, "X")
     ok = {"tick_ns": 0.3, "t_start": 0, "argv": ["a"], "options": {"rate_hz": 100}}
     assert schema.check_fields(ok, schema.META_FIELDS) is None
-    assert schema.check_fields({"pid": True}, schema.META_FIELDS) == "'pid': not an integer from 0 to 2^64-1"
+    assert (
+        schema.check_fields({"pid": True}, schema.META_FIELDS)
+        == "'pid': not an integer from 0 to 2^64-1"
+    )
     # Fields a newer minor version may add are kept as they are.
     assert schema.check_fields({"future": [1, "x"]}, schema.META_FIELDS) is None
 
 
 # -- mark fields -----------------------------------------------------------------------------
-def test_mark_fields_nested_or_not_finite_read_as_empty(recorded: dict[str, Path], tmp_path: Path) -> None:
+def test_mark_fields_nested_or_not_finite_read_as_empty(
+    recorded: dict[str, Path], tmp_path: Path
+) -> None:
     def mark(fields: bytes) -> bytes:
         rec = varint(1) + varint(2) + b"\x00" + varint(3)
         for text in (b"m", b"f.py", fields):

@@ -74,8 +74,9 @@ def fuzz_one(target: str, args: argparse.Namespace, extra: list[str]) -> None:
     with atheris.instrument_imports(include=["leadline", "targets"]):
         import pkgutil
 
-        import leadline
         import targets
+
+        import leadline
 
         for m in pkgutil.walk_packages(leadline.__path__, "leadline."):
             if m.name != "leadline.__main__":
@@ -110,29 +111,40 @@ def fuzz_one(target: str, args: argparse.Namespace, extra: list[str]) -> None:
 
 
 def replay(target: str, paths: list[str], sanitize: bool, work: Path) -> int:
-    """Each input once through the target's oracle: 0 if all pass, 1 if any fails."""
+    """Each input once through the target's oracle: 0 if all pass, 1 if any fails.  A folder
+    given holds inputs, or one folder per target (tests/fuzz/crashers, WORK/corpus)."""
     if sanitize and not os.environ.get("LEADLINE_FUZZ_SANITIZED"):
         built = native.build(work, sanitize=True)
         if built is None:
-            print("--sanitize needs clang (tools/ensure-clang)", file=sys.stderr)
-            return 2
-        env = {**native.sanitizer_env(), "LEADLINE_FUZZ_SANITIZED": str(built)}
-        cmd = [sys.executable, __file__, target, "--replay", *paths]
-        return subprocess.run(cmd, env=env).returncode
+            print("no clang (tools/ensure-clang): replaying without sanitizers", file=sys.stderr)
+        else:
+            env = {**native.sanitizer_env(), "LEADLINE_FUZZ_SANITIZED": str(built)}
+            cmd = [sys.executable, __file__, target, "--replay", *paths]
+            return subprocess.run(cmd, env=env).returncode
     if os.environ.get("LEADLINE_FUZZ_SANITIZED"):
         native.load(Path(os.environ["LEADLINE_FUZZ_SANITIZED"]))
     import targets
 
-    files = [f for p in map(Path, paths) for f in (sorted(p.iterdir()) if p.is_dir() else [p])]
-    failed = 0
-    for f in files:
-        try:
-            targets.TARGETS[target](f.read_bytes())
-        except Exception as e:
-            failed += 1
-            print(f"{f}: {type(e).__name__}: {e}", file=sys.stderr)
-    print(f"replay {target}: {len(files)} inputs, {failed} failed", file=sys.stderr)
-    return 1 if failed else 0
+    status = 0
+    for name in NAMES if target == "all" else (target,):
+        files: list[Path] = []
+        for p in map(Path, paths):
+            if p.is_file():
+                files.append(p)
+            elif (p / name).is_dir():
+                files += sorted(f for f in (p / name).iterdir() if f.is_file())
+            elif p.is_dir() and not any(q.is_dir() for q in p.iterdir()):
+                files += sorted(f for f in p.iterdir() if f.is_file())
+        failed = 0
+        for f in files:
+            try:
+                targets.TARGETS[name](f.read_bytes())
+            except Exception as e:
+                failed += 1
+                print(f"{f}: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"replay {name}: {len(files)} inputs, {failed} failed", file=sys.stderr)
+        status = status or (1 if failed else 0)
+    return status
 
 
 def main() -> int:
@@ -149,8 +161,7 @@ def main() -> int:
     args, extra = ap.parse_known_args()
     extra = [a for a in extra if a != "--"]
     if args.replay:
-        names = NAMES if args.target == "all" else (args.target,)
-        return max(replay(t, args.replay, args.sanitize, args.work) for t in names)
+        return replay(args.target, args.replay, args.sanitize, args.work)
     if not (args.work / "seeds").is_dir():
         print(f"recording the seed corpus into {args.work / 'seeds'}", file=sys.stderr)
         subprocess.run(

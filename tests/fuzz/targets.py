@@ -40,8 +40,8 @@ from pathlib import Path
 from leadline import _native, cli
 from leadline.analyse import diff, samples, trace
 from leadline.analyse.samples import load_profile
-from leadline.capture.reader import Capture
 from leadline.capture.foreign import read_collapsed, read_pprof
+from leadline.capture.reader import Capture
 from leadline.errors import LeadlineError
 from leadline.fleet.pyroscope import FleetQuery, parse_fleet_url
 from leadline.render import encode
@@ -92,7 +92,9 @@ def _cli(argv: list[str]) -> None:
     if status == 2:
         lines = [ln for ln in err.getvalue().splitlines() if ln.startswith("leadline: error:")]
         if len(lines) != 1:
-            raise OracleViolation(f"{argv}: exit status 2 without one error line: {err.getvalue()!r}")
+            raise OracleViolation(
+                f"{argv}: exit status 2 without one error line: {err.getvalue()!r}"
+            )
     elif status not in (0, 1):
         raise OracleViolation(f"{argv}: exit status {status}")
 
@@ -225,7 +227,9 @@ def _compare(side: diff.Side) -> None:
     good = diff.load_side(scratch().file("good.txt", GOOD_COLLAPSED))
     for result in (diff.compare(good, side), diff.compare(side, good)):
         json.dumps(diff.to_json(result), allow_nan=False)
-    json.dumps(diff.to_json(diff.compare(side, side, diff.Settings(per=(3.0, 4.0)))), allow_nan=False)
+    json.dumps(
+        diff.to_json(diff.compare(side, side, diff.Settings(per=(3.0, 4.0)))), allow_nan=False
+    )
     render_diff_html(diff.to_json(diff.compare(good, side, diff.Settings(tree=True))))
 
 

@@ -268,6 +268,8 @@ def folded_lines(text: str) -> Iterator[tuple[int, str]]:
 def looks_folded(line: str) -> bool:
     """Whether a line (from folded_lines) has the shape of a folded stack."""
     return _FOLDED_LINE.match(line) is not None
+
+
 _FRAME_LABEL = re.compile(r"^(.*) \(([^()]*?)(?::(\d+))?\)$")
 
 
