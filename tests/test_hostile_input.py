@@ -530,6 +530,37 @@ def _pprof(values: list[int], type_name: str = "samples") -> bytes:
     return bytes(p.data)
 
 
+def test_pprof_that_expands_far_beyond_its_size_is_refused() -> None:
+    """A location holding many lines, named many times by a sample: a few kilobytes described
+    stacks of millions of frames (memory, and a diff quadratic in the depth)."""
+
+    def profile(locs: list[int], lines_per_location: int) -> bytes:
+        p = protobuf_message()
+        p.message(1, protobuf_message().scalar(1, 1).scalar(2, 2))
+        p.message(2, protobuf_message().packed(1, locs).packed(2, [1]))
+        loc = protobuf_message().scalar(1, 1)
+        for i in range(lines_per_location):
+            loc.message(4, protobuf_message().scalar(1, 1).scalar(2, i + 1))
+        p.message(4, loc)
+        p.message(5, protobuf_message().scalar(1, 1).scalar(2, 3).scalar(4, 4))
+        for text in ("", "samples", "count", "main", "f.py"):
+            p.raw(6, text.encode())
+        return bytes(p.data)
+
+    assert len(read_pprof("ok.pb", profile([1] * 100, 3)).stacks[0][0]) == 300
+    deep = profile([1] * 3000, 3)  # 9,000 frames from 3 KB
+    with pytest.raises(LeadlineError, match="9,000 frames deep"):
+        read_pprof("deep.pb", deep)
+    one = profile([1] * 80, 100)  # 8,000 frames from 80 location ids, allowed alone
+    wide = protobuf_message()
+    wide.data += one
+    for _ in range(100):  # and again: 808,000 frames from 9 KB
+        wide.message(2, protobuf_message().packed(1, [1] * 80).packed(2, [1]))
+    assert len(read_pprof("one.pb", one).stacks[0][0]) == 8000
+    with pytest.raises(LeadlineError, match="more frames than its size allows"):
+        read_pprof("wide.pb", bytes(wide.data))
+
+
 def test_pprof_with_negative_values_is_refused(tmp_path: Path) -> None:
     """A profile difference (pprof -diff_base) has negative values: a negative variance made
     `math.sqrt` raise ValueError in the comparison."""

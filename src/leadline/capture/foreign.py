@@ -105,6 +105,13 @@ _P_SAMPLE_TYPE, _P_SAMPLE, _P_LOCATION, _P_FUNCTION, _P_STRINGS = 1, 2, 4, 5, 6
 _P_DURATION, _P_PERIOD_TYPE, _P_PERIOD, _P_COMMENT, _P_DEFAULT_TYPE = 10, 11, 12, 13, 14
 
 
+MAX_STACK_DEPTH = 8192
+# Frames of all samples together, per byte of the (uncompressed) profile: a real profile spends
+# at least a byte on each frame of each sample (a location id) and rarely inlines more than a
+# few functions in one location; more is an input made to expand.
+FRAMES_PER_BYTE = 64
+
+
 def _decode_pprof(path: str, raw: bytes, sample_type: str | None) -> ForeignProfile:
     strings: list[str] = []
     types: list[tuple[int, int]] = []
@@ -219,6 +226,7 @@ def _decode_pprof(path: str, raw: bytes, sample_type: str | None) -> ForeignProf
         duration_ns=duration,
     )
     merged: dict[tuple[Frame, ...], float] = {}
+    budget = FRAMES_PER_BYTE * len(raw) + MAX_STACK_DEPTH
     for locs, values in samples:
         if index >= len(values) or values[index] == 0:
             continue
@@ -233,6 +241,16 @@ def _decode_pprof(path: str, raw: bytes, sample_type: str | None) -> ForeignProf
         for loc in reversed(locs):
             for fid, line in reversed(locations.get(loc, [])):
                 frames.append(frame(fid, line))
+        # A sample names each location in a byte or two, and a location may hold many lines:
+        # a small file can describe stacks far deeper, and far more frames, than it is long.
+        if len(frames) > MAX_STACK_DEPTH:
+            raise LeadlineError(
+                f"{path}: a sample's stack is {len(frames):,} frames deep (more than "
+                f"{MAX_STACK_DEPTH:,}, the deepest leadline's own sampler keeps by default)"
+            )
+        budget -= len(frames)
+        if budget < 0:
+            raise LeadlineError(f"{path}: its samples expand to more frames than its size allows")
         key = tuple(frames)
         merged[key] = merged.get(key, 0.0) + values[index]
     out.stacks = list(merged.items())
