@@ -105,6 +105,8 @@ def fuzz_one(target: str, args: argparse.Namespace, extra: list[str]) -> None:
     if args.runs:
         flags.append(f"-runs={args.runs}")
     dirs = [str(corpus), *([str(seeds)] if seeds.is_dir() else [])]
+    if any(a.startswith("-minimize_crash") for a in extra):
+        dirs = []  # the one input to minimise is among the extra arguments
     kwargs: dict[str, Any] = {"custom_mutator": capture_mutator} if target in CAPTURES else {}
     atheris.Setup([sys.argv[0], *flags, *extra, *dirs], targets.TARGETS[target], **kwargs)
     atheris.Fuzz()
