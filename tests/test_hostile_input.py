@@ -516,6 +516,35 @@ def test_u2028_names_round_trip_through_collapsed_export_and_import(tmp_path: Pa
     assert len(both) == 1 and both[0]["status"] == "both"
 
 
+MARKUP_PROGRAM = """
+    import time
+
+    def spin(seconds):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    weird = "[/]spin[bold red]"
+    code = spin.__code__.replace(co_name=weird)
+    if hasattr(code, "co_qualname"):
+        code = code.replace(co_qualname=weird)
+    spin.__code__ = code
+    spin(0.3)
+"""
+
+
+def test_names_that_look_like_terminal_markup_are_printed_as_they_are(tmp_path: Path) -> None:
+    """The terminal tables (rich) read "[/]" in a function name as a closing tag: MarkupError
+    (found by the `report` fuzz target), and "[red]" would have coloured the rest."""
+    write(tmp_path, "prog.py", MARKUP_PROGRAM)
+    leadline("run", "-q", "-r", "500", "-o", "w.lead", "prog.py", cwd=tmp_path, check=True)
+    for args in (["report", "w.lead"], ["report", "w.lead", "--callers", "*spin*"],
+                 ["diff", "w.lead", "w.lead"]):  # fmt: skip
+        r = leadline(*args, cwd=tmp_path)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        assert "[/]spin[bold red]" in r.stdout, r.stdout
+
+
 # -- pprof -----------------------------------------------------------------------------------
 def _pprof(values: list[int], type_name: str = "samples") -> bytes:
     strings = ["", type_name, "count", "main", "f.py"]

@@ -226,7 +226,8 @@ class Definitions:
 
     def _load(self, kind: int, payload: bytes) -> None:
         """Loads one definition chunk; Malformed (a ValueError) if its content is not what
-        docs/format.md says, after which nothing of it is used."""
+        docs/format.md says: a META or END is then not used at all, the records of other
+        chunks before the bad one are kept."""
         if kind == META:
             self.meta = load_object(payload, "META", META_FIELDS)
         elif kind == END:
