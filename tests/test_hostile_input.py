@@ -476,6 +476,16 @@ def test_collapsed_counts_too_large_for_a_count() -> None:
         read_collapsed("x.txt", "a 1\nb " + "9" * 400 + "\n")
 
 
+def test_collapsed_line_numbers_of_thousands_of_digits() -> None:
+    """int() refuses strings of more than 4,300 digits (ValueError): a frame label's line
+    number longer than a line number can be is read as part of its file's name."""
+    digits = "9" * 5000
+    ((frames, weight),) = read_collapsed("x.txt", f"main;f (x.py:{digits}) 3\n").stacks
+    assert frames[-1].name == "f" and frames[-1].file == f"x.py:{digits}" and weight == 3.0
+    ((frames, _),) = read_collapsed("x.txt", "main;f (x.py:12) 3\n").stacks
+    assert (frames[-1].file, frames[-1].line) == ("x.py", 12)
+
+
 U2028_PROGRAM = """
     import time
 

@@ -41,7 +41,8 @@ import native  # noqa: E402
 DEFAULT_WORK = Path(os.environ.get("LEADLINE_FUZZ_DIR") or Path.home() / ".cache/leadline-fuzz")
 NAMES = ("decoder", "reader", "capture", "report", "pprof", "collapsed", "pyroscope")
 CAPTURES = ("reader", "capture", "report")  # the targets that read capture files
-MAX_LEN = dict.fromkeys(NAMES, 4096) | dict.fromkeys(CAPTURES, 16384)
+# Long enough for what only long inputs reach (int() refuses more than 4,300 digits).
+MAX_LEN = dict.fromkeys(NAMES, 8192) | dict.fromkeys(CAPTURES, 16384)
 
 
 def fix_checksums(data: bytes) -> bytes:

@@ -288,7 +288,9 @@ def looks_folded(line: str) -> bool:
     return _FOLDED_LINE.match(line) is not None
 
 
-_FRAME_LABEL = re.compile(r"^(.*) \(([^()]*?)(?::(\d+))?\)$")
+# A line number of at most 18 digits (int() refuses more than 4,300, with ValueError); a longer
+# run of digits is part of the file's name.
+_FRAME_LABEL = re.compile(r"^(.*) \(([^()]*?)(?::(\d{1,18}))?\)$")
 
 
 def parse_frame_label(label: str) -> Frame:
