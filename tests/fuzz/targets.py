@@ -14,10 +14,11 @@ replay every kept crasher through exactly this oracle, without the fuzzer.
 - ``reader``: a capture file through the reader and the analyses, in-process without the
   commands' parsing and output: many more inputs a second than ``capture``.
 - ``capture``: a whole capture file through every reading command, in-process through
-  ``leadline.cli.main``: ``report`` (text, JSON, HTML), ``log`` (text, JSON), ``export`` (pprof,
-  speedscope, collapsed, chrome) and ``diff`` of the capture with itself.
+  ``leadline.cli.main``: ``report`` (JSON, HTML), ``log`` (text, JSON), ``export`` (pprof,
+  speedscope, collapsed, chrome) and ``diff`` of the capture with itself (JSON, HTML).
+- ``report``: the same files through the terminal reports (rich tables, slow).
 - ``pprof``: a pprof profile (gzip or raw protobuf) as ``leadline diff`` reads it, compared
-  (text and JSON) with a fixed good profile.
+  with a fixed good profile both ways and per unit of work (JSON and HTML).
 - ``collapsed``: folded stacks as ``leadline diff`` reads them, likewise.
 - ``pyroscope``: the answers of a Pyroscope server to ``leadline diff pyroscope://...``: the
   merged profile and the companion sample-count profile, parsed by ``fleet_side``.
@@ -39,6 +40,7 @@ from pathlib import Path
 # (and instrumented) only when this module is.
 from leadline import _native, cli
 from leadline.analyse import diff, samples, trace
+from leadline.analyse.model import Metric
 from leadline.analyse.samples import load_profile
 from leadline.capture.foreign import read_collapsed, read_pprof
 from leadline.capture.reader import Capture
@@ -181,13 +183,13 @@ def reader(data: bytes) -> None:
         mode = cap.meta.get("mode")
         if mode == "sample":
             p = load_profile(cap)
-            for metric in ("samples", "cpu", "memory"):
-                weighted = samples.selected(p, True, metric)  # type: ignore[arg-type]
-                rows = samples.function_rows(p, weighted)
+            metrics: tuple[Metric, ...] = ("samples", "cpu", "memory")
+            for metric in metrics:
+                weighted = samples.selected(p, True, metric)
+                samples.function_rows(p, weighted)
                 keys = {samples.func_key(f) for f in p.frames[:3]}
                 samples.call_tree(p, weighted, keys, "callers")
                 samples.call_tree(p, weighted, keys, "callees")
-                del rows
             json.dumps(samples.to_json(p))
             encode.to_pprof(p)
             encode.to_collapsed(p, threads=True)
