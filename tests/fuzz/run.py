@@ -128,6 +128,11 @@ def replay(target: str, paths: list[str], sanitize: bool, work: Path) -> int:
         native.load(Path(os.environ["LEADLINE_FUZZ_SANITIZED"]))
     import targets
 
+    from leadline import _native
+
+    preloaded = os.environ.get("LD_PRELOAD", "")
+    print(f"replay: C core {_native.__file__}" + (f" ({preloaded})" if preloaded else ""))
+
     status = 0
     for name in NAMES if target == "all" else (target,):
         files: list[Path] = []
