@@ -27,7 +27,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := $(shell find src -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.pyi' -o -name '*.js' -o -name '*.css' -o -name '*.pth') setup.py pyproject.toml
 
-.PHONY: all venv build demo test test-loaded test-fleet lint bench bench-sampling bench-stdlib bench-agent bench-marks valgrind sanitize clean
+.PHONY: all venv build demo test test-loaded test-fleet lint bench bench-sampling bench-stdlib bench-agent bench-marks valgrind sanitize fuzz clean
 
 all: build
 
@@ -119,6 +119,22 @@ sanitize: $(SAN_STAMP)
 	@tools/ensure-speedscope-schema >/dev/null
 	$(SAN_BIN)/python tools/sanitize_check.py -- $(SANITIZE_TESTS) \
 		$(addprefix --deselect tests/,$(SANITIZE_DESELECT)) $(PYTEST_ARGS)
+
+# Coverage-guided fuzzing of every reader (docs/fuzzing.md): FUZZ_SECONDS per target, or
+# FUZZ_RUNS inputs per target (0: no limit); seeds, corpus and findings live in FUZZ_DIR, outside
+# the repository.  Then the kept crashers and the corpus are replayed with the C core built with
+# AddressSanitizer and UndefinedBehaviorSanitizer.
+FUZZ_TARGET ?= all
+FUZZ_SECONDS ?= 600
+FUZZ_RUNS ?= 0
+FUZZ_DIR ?= $(HOME)/.cache/leadline-fuzz
+FUZZ_REPLAY ?= tests/fuzz/crashers $(FUZZ_DIR)/corpus
+
+fuzz: build
+	@tools/ensure-clang
+	$(BIN)/python -m pip install -q ".[fuzz]"
+	$(BIN)/python tests/fuzz/run.py $(FUZZ_TARGET) --work $(FUZZ_DIR) --seconds $(FUZZ_SECONDS) --runs $(FUZZ_RUNS)
+	$(BIN)/python tests/fuzz/run.py $(FUZZ_TARGET) --work $(FUZZ_DIR) --sanitize --replay $(FUZZ_REPLAY)
 
 # pymemtrace takes minutes per run: it is cut at 150 s and reported as a lower bound.
 BENCH_ARGS ?= --rounds 5 --timeout 150

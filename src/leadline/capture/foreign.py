@@ -105,7 +105,14 @@ _P_SAMPLE_TYPE, _P_SAMPLE, _P_LOCATION, _P_FUNCTION, _P_STRINGS = 1, 2, 4, 5, 6
 _P_DURATION, _P_PERIOD_TYPE, _P_PERIOD, _P_COMMENT, _P_DEFAULT_TYPE = 10, 11, 12, 13, 14
 
 
-def _decode_pprof(raw: bytes, sample_type: str | None) -> ForeignProfile:
+MAX_STACK_DEPTH = 8192
+# Frames of all samples together, per byte of the (uncompressed) profile: a real profile spends
+# at least a byte on each frame of each sample (a location id) and rarely inlines more than a
+# few functions in one location; more is an input made to expand.
+FRAMES_PER_BYTE = 64
+
+
+def _decode_pprof(path: str, raw: bytes, sample_type: str | None) -> ForeignProfile:
     strings: list[str] = []
     types: list[tuple[int, int]] = []
     samples: list[tuple[list[int], list[int]]] = []
@@ -187,7 +194,8 @@ def _decode_pprof(raw: bytes, sample_type: str | None) -> ForeignProfile:
     if sample_type is not None:
         if sample_type not in names:
             raise LeadlineError(
-                f"no sample type {sample_type!r} in this pprof profile (it has: {', '.join(names)})"
+                f"{path}: no sample type {sample_type!r} in this pprof profile "
+                f"(it has: {', '.join(names)})"
             )
         index = names.index(sample_type)
     elif "samples" in names:
@@ -218,14 +226,31 @@ def _decode_pprof(raw: bytes, sample_type: str | None) -> ForeignProfile:
         duration_ns=duration,
     )
     merged: dict[tuple[Frame, ...], float] = {}
+    budget = FRAMES_PER_BYTE * len(raw) + MAX_STACK_DEPTH
     for locs, values in samples:
         if index >= len(values) or values[index] == 0:
             continue
+        if values[index] < 0:
+            # What `pprof -diff_base` writes: a difference of two profiles, not a profile.
+            raise LeadlineError(
+                f"{path}: sample type {names[index]!r} has negative values (a difference of "
+                "two profiles?), which cannot be compared"
+            )
         frames: list[Frame] = []
         # Locations are leaf first; within one, inlined functions come before their caller.
         for loc in reversed(locs):
             for fid, line in reversed(locations.get(loc, [])):
                 frames.append(frame(fid, line))
+        # A sample names each location in a byte or two, and a location may hold many lines:
+        # a small file can describe stacks far deeper, and far more frames, than it is long.
+        if len(frames) > MAX_STACK_DEPTH:
+            raise LeadlineError(
+                f"{path}: a sample's stack is {len(frames):,} frames deep (more than "
+                f"{MAX_STACK_DEPTH:,}, the deepest leadline's own sampler keeps by default)"
+            )
+        budget -= len(frames)
+        if budget < 0:
+            raise LeadlineError(f"{path}: its samples expand to more frames than its size allows")
         key = tuple(frames)
         merged[key] = merged.get(key, 0.0) + values[index]
     out.stacks = list(merged.items())
@@ -237,14 +262,35 @@ def read_pprof(path: str, data: bytes, sample_type: str | None = None) -> Foreig
     samples when there is such a type, else the profile's default type)."""
     try:
         raw = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
-        return _decode_pprof(raw, sample_type)
+        return _decode_pprof(path, raw, sample_type)
     except (_Corrupt, OSError, EOFError, zlib.error) as e:
         raise LeadlineError(f"{path}: not a readable pprof profile ({e})") from None
 
 
 # -- collapsed stacks -----------------------------------------------------------------------
-_FOLDED_LINE = re.compile(r"^(.*\S)\s+(\d+(?:\.\d+)?)$")
-_FRAME_LABEL = re.compile(r"^(.*) \(([^()]*?)(?::(\d+))?\)$")
+# One stack per line, and a line ends at "\n" only: names may hold any other character,
+# including those str.splitlines() would break at (U+2028, U+0085, form feeds...), and only
+# ASCII blanks separate the stack from its count.
+_FOLDED_LINE = re.compile(r"^(.*[^ \t])[ \t]+(\d+(?:\.\d+)?)$", re.DOTALL)
+MAX_WEIGHT = float(1 << 63)  # pprof's int64: larger counts are not counts of anything
+
+
+def folded_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) of each line of folded stacks that is neither blank nor a comment."""
+    for lineno, line in enumerate(text.split("\n"), 1):
+        line = line.rstrip("\r").strip(" \t")
+        if line and not line.startswith("#"):
+            yield lineno, line
+
+
+def looks_folded(line: str) -> bool:
+    """Whether a line (from folded_lines) has the shape of a folded stack."""
+    return _FOLDED_LINE.match(line) is not None
+
+
+# A line number of at most 18 digits (int() refuses more than 4,300, with ValueError); a longer
+# run of digits is part of the file's name.
+_FRAME_LABEL = re.compile(r"^(.*) \(([^()]*?)(?::(\d{1,18}))?\)$")
 
 
 def parse_frame_label(label: str) -> Frame:
@@ -261,15 +307,15 @@ def read_collapsed(path: str, text: str) -> ForeignProfile:
     skipped.  Any other line is an error that names it."""
     merged: dict[tuple[Frame, ...], float] = {}
     labels: dict[str, Frame] = {}
-    for lineno, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
+    for lineno, line in folded_lines(text):
         m = _FOLDED_LINE.match(line)
         if m is None:
             raise LeadlineError(
                 f"{path}: line {lineno} is not a folded stack ('frame;frame;... COUNT')"
             )
+        weight = float(m.group(2))
+        if weight > MAX_WEIGHT:
+            raise LeadlineError(f"{path}: line {lineno}: the count is too large ({weight:g})")
         frames = []
         for label in m.group(1).split(";"):
             fr = labels.get(label)
@@ -277,7 +323,7 @@ def read_collapsed(path: str, text: str) -> ForeignProfile:
                 fr = labels[label] = parse_frame_label(label)
             frames.append(fr)
         key = tuple(frames)
-        merged[key] = merged.get(key, 0.0) + float(m.group(2))
+        merged[key] = merged.get(key, 0.0) + weight
     if not merged:
         raise LeadlineError(f"{path}: no folded stacks in it")
     return ForeignProfile(

@@ -87,14 +87,14 @@ S = TypeVar("S")
 
 class Renderer(ABC, Generic[S]):
     name: ClassVar[str]  # the format
-    kind: ClassVar[str]  # what it renders: a key of KINDS
+    kinds: ClassVar[tuple[str, ...]]  # what it renders: keys of KINDS
     extension: ClassVar[str]
     description: ClassVar[str]
     binary: ClassVar[bool] = False  # writes bytes: `out` is a binary stream, never a terminal
 
     def load(self, cap: Capture, options: RenderOptions) -> S:
-        """The subject this renderer writes, made from a capture of its kind."""
-        subject: S = KIND_LOADERS[self.kind](cap, options.progress)
+        """The subject this renderer writes, made from a capture of one of its kinds."""
+        subject: S = KIND_LOADERS[capture_kind(cap)](cap, options.progress)
         return subject
 
     @abstractmethod
@@ -107,12 +107,13 @@ REGISTRY: dict[tuple[str, str], type[Renderer[Any]]] = {}  # (format, kind) -> r
 
 
 def register(cls: type[Renderer[S]]) -> type[Renderer[S]]:
-    key = (cls.name, cls.kind)
-    if cls.kind not in KINDS:
-        raise TypeError(f"{cls.__name__}: unknown kind {cls.kind!r}")
-    if key in REGISTRY and REGISTRY[key] is not cls:
-        raise TypeError(f"two renderers of {cls.name} for {cls.kind}")
-    REGISTRY[key] = cls
+    for kind in cls.kinds:
+        key = (cls.name, kind)
+        if kind not in KINDS:
+            raise TypeError(f"{cls.__name__}: unknown kind {kind!r}")
+        if key in REGISTRY and REGISTRY[key] is not cls:
+            raise TypeError(f"two renderers of {cls.name} for {kind}")
+        REGISTRY[key] = cls
     return cls
 
 
@@ -148,6 +149,6 @@ def get_renderer(fmt: str, kind: str, source: str = "", command: str = "") -> Re
         names = ", ".join(sorted({f for f, _ in found}))
         raise LeadlineError(f"unknown format {fmt!r} (one of: {names})")
     takes = " or ".join(KINDS[k].what for f, k in sorted(found) if f == fmt)
-    asked = f"{fmt} {command}".strip()
+    asked = fmt if command in ("", fmt) else f"{fmt} {command}"
     given = f"{source} is" if source else "this is"
     raise LeadlineError(f"{asked} needs {takes}; {given} {KINDS[kind].what.split(' (')[0]}")

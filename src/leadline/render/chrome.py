@@ -6,13 +6,13 @@ import json
 from typing import IO
 
 from ..capture.reader import EVENT, MARK, Capture
-from .base import Renderer, RenderOptions, register
+from .base import CAPTURE_KINDS, Renderer, RenderOptions, register
 
 
 @register
 class ChromeTrace(Renderer[Capture]):
     name = "chrome"
-    kind = "trace"
+    kinds = CAPTURE_KINDS  # the events, marks and RSS timeline of any capture
     extension = "json"
     description = "Chrome trace / Perfetto JSON (open in ui.perfetto.dev or chrome://tracing)"
 

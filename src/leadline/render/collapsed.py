@@ -13,7 +13,7 @@ from .encode import to_collapsed
 @register
 class Collapsed(Renderer[SampleProfile]):
     name = "collapsed"
-    kind = "sample"
+    kinds = ("sample",)
     extension = "txt"
     description = "folded stacks 'a;b;c weight', weighted by --metric"
 

@@ -23,4 +23,7 @@ def make_console(out: IO[str], options: RenderOptions) -> Console:
         soft_wrap=False,
         force_terminal=is_tty and options.color is not False,
         emoji=False,
+        # Names, paths and labels come from the profiled program: "[/]" in one is text, not a
+        # closing tag (rich raised MarkupError on it) nor a style.
+        markup=False,
     )

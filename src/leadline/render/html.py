@@ -16,7 +16,7 @@ from .trace_html import render_trace_html
 @register
 class TraceHtml(Renderer[TraceProfile]):
     name = "html"
-    kind = "trace"
+    kinds = ("trace",)
     extension = "html"
     description = "self-contained HTML: memory timeline and flame graph"
 
@@ -29,7 +29,7 @@ class TraceHtml(Renderer[TraceProfile]):
 @register
 class SampleHtml(Renderer[SampleProfile]):
     name = "html"
-    kind = "sample"
+    kinds = ("sample",)
     extension = "html"
     description = "self-contained HTML: flame graph"
 

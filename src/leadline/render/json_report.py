@@ -22,7 +22,7 @@ def write_json(data: dict[str, Any], out: IO[str]) -> None:
 @register
 class TraceJson(Renderer[TraceProfile]):
     name = "json"
-    kind = "trace"
+    kinds = ("trace",)
     extension = "json"
     description = "the report as JSON (docs/report-json.md)"
 
@@ -33,7 +33,7 @@ class TraceJson(Renderer[TraceProfile]):
 @register
 class SampleJson(Renderer[SampleProfile]):
     name = "json"
-    kind = "sample"
+    kinds = ("sample",)
     extension = "json"
     description = TraceJson.description
 
@@ -44,7 +44,7 @@ class SampleJson(Renderer[SampleProfile]):
 @register
 class ProbeJson(Renderer[ProbeReport]):
     name = "json"
-    kind = "probe"
+    kinds = ("probe",)
     extension = "json"
     description = TraceJson.description
 

@@ -7,7 +7,7 @@ from typing import IO
 
 from ..capture import stop
 from ..capture.reader import EVENT, KIND_NAMES, Capture, Mark
-from .base import Renderer, RenderOptions, register
+from .base import CAPTURE_KINDS, Renderer, RenderOptions, register
 
 HEADER = (
     f"{'Event':<12} {'dEvent':<7} {'Clock':<12} {'What':<8} {'File':<60} {'#line':>5} "
@@ -36,7 +36,7 @@ class _LogState:
 @register
 class EventLog(Renderer[Capture]):
     name = "log"
-    kind = "trace"
+    kinds = CAPTURE_KINDS  # the events, marks and RSS timeline of any capture
     extension = "log"
     description = "every recorded event, one line each (cPyMemTrace's columns)"
 

@@ -19,7 +19,7 @@ def _cell(v: float | None, spec: str) -> str:
 @register
 class OverheadText(Renderer[OverheadTable]):
     name = "text"
-    kind = "overhead"
+    kinds = ("overhead",)
     extension = "txt"
     description = "the cost of each mode, as a table"
 
@@ -66,7 +66,7 @@ class OverheadText(Renderer[OverheadTable]):
 @register
 class OverheadJson(Renderer[OverheadTable]):
     name = "json"
-    kind = "overhead"
+    kinds = ("overhead",)
     extension = "json"
     description = "the cost table as JSON (docs/overhead.md)"
 

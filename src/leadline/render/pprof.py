@@ -12,7 +12,7 @@ from .encode import to_pprof
 @register
 class Pprof(Renderer[SampleProfile]):
     name = "pprof"
-    kind = "sample"
+    kinds = ("sample",)
     extension = "pb.gz"
     description = "pprof profile, every sample type (go tool pprof, Pyroscope)"
     binary = True

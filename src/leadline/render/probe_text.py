@@ -45,7 +45,7 @@ def print_probe_table(data: dict[str, Any], console: Console) -> None:
 @register
 class ProbeText(Renderer[ProbeReport]):
     name = "text"
-    kind = "probe"
+    kinds = ("probe",)
     extension = "txt"
     description = "per-function table for the terminal"
 

@@ -123,7 +123,7 @@ def render_sample_text(p: SampleProfile, console: Console, options: RenderOption
 @register
 class SampleText(Renderer[SampleProfile]):
     name = "text"
-    kind = "sample"
+    kinds = ("sample",)
     extension = "txt"
     description = "per-function table for the terminal"
 

@@ -14,7 +14,7 @@ from .encode import to_speedscope
 @register
 class Speedscope(Renderer[SampleProfile]):
     name = "speedscope"
-    kind = "sample"
+    kinds = ("sample",)
     extension = "json"
     description = "speedscope JSON, one profile per thread, weighted by --metric"
 

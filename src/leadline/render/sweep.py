@@ -166,7 +166,7 @@ def _column(s: Sweep, options: RenderOptions) -> str:
 @register
 class SweepText(Renderer[Sweep]):
     name = "text"
-    kind = "sweep"
+    kinds = ("sweep",)
     extension = "txt"
     description = "the sweep's table for the terminal"
 
@@ -188,7 +188,7 @@ class SweepText(Renderer[Sweep]):
 @register
 class SweepJson(Renderer[Sweep]):
     name = "json"
-    kind = "sweep"
+    kinds = ("sweep",)
     extension = "json"
     description = "the sweep as JSON (docs/sweep.md)"
 
@@ -199,7 +199,7 @@ class SweepJson(Renderer[Sweep]):
 @register
 class SweepHtml(Renderer[Sweep]):
     name = "html"
-    kind = "sweep"
+    kinds = ("sweep",)
     extension = "html"
     description = "self-contained HTML: the table and a chart of one column"
 
@@ -210,7 +210,7 @@ class SweepHtml(Renderer[Sweep]):
 @register
 class SweepPng(Renderer[Sweep]):
     name = "png"
-    kind = "sweep"
+    kinds = ("sweep",)
     extension = "png"
     description = "a chart of one column as PNG (needs matplotlib)"
     binary = True

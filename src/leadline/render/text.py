@@ -42,7 +42,7 @@ def header_lines(p: TraceProfile) -> list[str]:
 @register
 class TraceText(Renderer[TraceProfile]):
     name = "text"
-    kind = "trace"
+    kinds = ("trace",)
     extension = "txt"
     description = "per-function table for the terminal"
 
