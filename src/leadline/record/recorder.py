@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import operator
 import os
+import signal
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import CodeType
 from typing import Any, TypeVar
 
 from .. import __version__, _native
@@ -40,21 +43,58 @@ def thread_tids() -> dict[str, str]:
 
 
 _recording: list[Recorder] = []  # what records in this process, for the fork handlers
+# The code of the functions leadline puts in the program's way (os._exit, Thread.start): their
+# frames are left out of the traceback the program's sys.excepthook receives.
+_WRAPPER_CODES: set[CodeType] = set()
+
+
+def wrapper_codes() -> frozenset[CodeType]:
+    return frozenset(_WRAPPER_CODES)
+
+
+@contextlib.contextmanager
+def signals_blocked() -> Iterator[None]:
+    """Every signal blocked in this thread while leadline starts its own threads, which inherit
+    the mask: a signal sent to the process must reach one of the program's threads, never one of
+    leadline's.  Otherwise a program that blocks a signal to wait for it (sigwait,
+    signalfd) dies of it, and one sleeping in a handler-interruptible call is not woken.  A
+    signal that comes meanwhile waits and is delivered when the mask is restored."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+# The signal mask of the thread that forks, while leadline's threads are stopped for the fork
+# and started again after it in the parent: they must start with every signal blocked too.
+_mask_at_fork: list[set[int | signal.Signals]] = []
 
 
 def _before_fork() -> None:
+    if _recording:
+        _mask_at_fork.append(signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals()))
     for r in _recording:
         r._before_fork()
 
 
+def _restore_mask_after_fork() -> None:
+    if _mask_at_fork:
+        signal.pthread_sigmask(signal.SIG_SETMASK, _mask_at_fork.pop())
+
+
 def _after_fork_in_parent() -> None:
-    for r in _recording:
-        r._after_fork_in_parent()
+    try:
+        for r in _recording:
+            r._after_fork_in_parent()
+    finally:
+        _restore_mask_after_fork()
 
 
 def _after_fork_in_child() -> None:
     """A forked child records nothing (its parent's capture is not its to write): stop every
     recording, so that the child runs at full speed.  The native side already closed the file."""
+    _restore_mask_after_fork()
     for r in list(_recording):
         try:
             r.stop()
@@ -146,8 +186,13 @@ class Recorder:
         raise NotImplementedError
 
     def _begin(self, fd: int, meta: bytes) -> Any:
-        """Create and start the native recorder (it owns `fd` from then on)."""
+        """Create and start the native recorder (it owns `fd` from then on).  Every signal is
+        blocked meanwhile: the threads it starts inherit that (signals_blocked)."""
         raise NotImplementedError
+
+    def _activate(self) -> None:
+        """Make the program report to the native recorder (hooks), once the signal mask is
+        restored: the restoring is not part of the program's trace."""
 
     def _end_fields(self, counters: dict[str, Any]) -> dict[str, Any]:
         return {}
@@ -174,11 +219,13 @@ class Recorder:
         self._thread_names = thread_names()  # before the hooks, so that it is not traced
         self._thread_tids = thread_tids()
         try:
-            self._native = self._begin(fd, json.dumps(meta).encode())
+            with signals_blocked():
+                self._native = self._begin(fd, json.dumps(meta).encode())
         except (RuntimeError, OSError, ValueError) as e:
             with contextlib.suppress(OSError):  # the native side may already have closed it
                 os.close(fd)
             raise LeadlineError(str(e)) from None
+        self._activate()
         self._started = time.perf_counter()
         self._real_exit = os._exit
         os._exit = self._exit_wrapper  # type: ignore[assignment]
@@ -200,6 +247,7 @@ class Recorder:
                 tids[str(thread.native_id)] = thread.name
 
         self._real_thread_start = real_start
+        _WRAPPER_CODES.add(start.__code__)
         threading.Thread.start = start  # type: ignore[method-assign,assignment]
 
     def _uninstall(self) -> None:
@@ -255,11 +303,20 @@ class Recorder:
         self.stop()
 
     def _exit_wrapper(self, status: int) -> None:
-        """os._exit skips every cleanup: finish the capture first, then exit as asked."""
+        """os._exit skips every cleanup: finish the capture first, then exit as asked.  A
+        status os._exit refuses (not an integer) raises its TypeError with the recording still
+        running, since the program goes on."""
         real = self._real_exit
+        assert real is not None
+        try:
+            operator.index(status)
+        except TypeError:
+            real(status)
         try:
             self.stop()
         except BaseException:  # the program asked to exit now; nothing may stop that
             pass
-        assert real is not None
         real(status)
+
+
+_WRAPPER_CODES.add(Recorder._exit_wrapper.__code__)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import IO
 
 from ..analyse.samples import load_profile
@@ -12,6 +11,7 @@ from ..capture.reader import Capture
 from .base import Renderer, RenderOptions, is_sampling, register
 from .marks_table import marks_json
 from .probe_text import probe_data
+from .untrusted import json_text
 
 
 @register
@@ -28,5 +28,4 @@ class JsonReport(Renderer):
         else:
             data = to_json(analyse(cap, options.progress), options.limit, options.sort)
         data["marks"] = marks_json(cap)
-        json.dump(data, out, ensure_ascii=False)
-        out.write("\n")
+        out.write(json_text(data) + "\n")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import IO
+from typing import IO, Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..analyse.samples import load_profile
 from ..analyse.trace import TraceProfile, analyse
@@ -17,16 +18,26 @@ from .marks_table import print_marks
 from .probe_text import render_probe_text
 from .sample_text import render_sample_text
 from .units import fmt_bytes, fmt_ns
+from .untrusted import terminal_text
+
+
+class _Console(Console):
+    """A console for text from the profiled program: no rich markup ("[red]" in a function
+    name is text), and control characters and lone surrogates shown as escapes."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(terminal_text(text), **kwargs)
 
 
 def make_console(out: IO[str], options: RenderOptions) -> Console:
     is_tty = out.isatty()
     no_color = bool(os.environ.get("NO_COLOR")) or options.color is False or not is_tty
     width = options.width or (None if is_tty else max(140, shutil.get_terminal_size().columns))
-    return Console(
+    return _Console(
         file=out,
         no_color=no_color,
         highlight=False,
+        markup=False,
         width=width,
         soft_wrap=False,
         force_terminal=is_tty and options.color is not False,
