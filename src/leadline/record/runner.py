@@ -236,26 +236,32 @@ def prepare(target: Target) -> Prepared:
 def execute(program: Prepared) -> int:
     """Run prepared code as __main__; return the exit status `python` would have given, or -N
     when python would have ended by re-raising signal N (see `exit_by_signal`)."""
+    ended: BaseException | None = None
     try:
         if program.error is not None:
             raise program.error
         assert program.code is not None
         exec(program.code, program.namespace)
-    except SystemExit as e:
-        _flush_io()
-        return exit_status(e)
     except BaseException as e:
-        status = _uncaught(e)
+        ended = e
+    # What follows runs outside the except clause, as python's does: the program's hook sees
+    # no exception being handled (sys.exc_info()), and one it raises has no __context__.
+    try:
+        if ended is None:
+            return 0
+        _flush_io()
+        if isinstance(ended, SystemExit):
+            return exit_status(ended)
+        status = _uncaught(ended)
         if status is not None:  # the program's excepthook raised SystemExit
             return status
         # python exits by SIGINT after an uncaught KeyboardInterrupt itself, not a subclass
         # (pythonrun.c run_eval_code_obj: the raised type is compared, not matched).
-        return -signal.SIGINT if type(e) is KeyboardInterrupt else 1
+        return -signal.SIGINT if type(ended) is KeyboardInterrupt else 1
     finally:
         if program.forget_file:
             program.namespace.pop("__file__", None)
             program.namespace.pop("__cached__", None)
-    return 0
 
 
 def exit_status(e: SystemExit) -> int:
@@ -336,7 +342,6 @@ def _uncaught(exc: BaseException) -> int | None:
     sys.last_* are set, the "sys.excepthook" audit event is raised, and sys.excepthook is
     called with the traceback python would give it.  Returns the exit status of a SystemExit
     that the hook raised, else None (python's status is then 1)."""
-    _flush_io()
     tb = _clean(exc, leading=True)
     typ = type(exc)
     sys.last_type, sys.last_value, sys.last_traceback = typ, exc, tb
