@@ -97,7 +97,8 @@ def test_sys_last_values(tmp_path: Path) -> None:
         """\
         import atexit, sys
         def report():
-            print(sys.last_type.__name__, sys.last_value, sys.last_traceback.tb_frame.f_code.co_name)
+            tb = sys.last_traceback
+            print(sys.last_type.__name__, sys.last_value, tb.tb_frame.f_code.co_name)
             if sys.version_info >= (3, 12):
                 print(sys.last_exc is sys.last_value)
         atexit.register(report)
