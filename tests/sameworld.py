@@ -32,9 +32,7 @@ def python_run(
     **kwargs: Any,
 ) -> Outcome:
     """The program under plain `python`."""
-    env = kwargs.pop("env", None) or child_env()
-    r = run([*python, *map(str, args)], cwd=cwd, timeout=timeout, env=env, **kwargs)
-    return Outcome(r.returncode, r.stdout, r.stderr)
+    return _run([*python, *map(str, args)], cwd, timeout, kwargs)
 
 
 def leadline_run(
@@ -51,8 +49,19 @@ def leadline_run(
     `capture`, by default beside it)."""
     capture = capture or cwd / f"{mode}.lead"
     cmd = [*python, "-m", "leadline", *MODES[mode], "-o", str(capture), *map(str, args)]
+    return _run(cmd, cwd, timeout, kwargs)
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float, kwargs: dict[str, Any]) -> Outcome:
+    """`stdin_path`: a file each run reads as its standard input, from its start."""
+    kwargs = dict(kwargs)
     env = kwargs.pop("env", None) or child_env()
-    r = run(cmd, cwd=cwd, timeout=timeout, env=env, **kwargs)
+    stdin_path = kwargs.pop("stdin_path", None)
+    if stdin_path is None:
+        r = run(cmd, cwd=cwd, timeout=timeout, env=env, **kwargs)
+    else:
+        with open(stdin_path, "rb") as stdin:
+            r = run(cmd, cwd=cwd, timeout=timeout, env=env, stdin=stdin, **kwargs)
     return Outcome(r.returncode, r.stdout, r.stderr)
 
 

@@ -6,7 +6,7 @@ from typing import IO
 
 from ..capture.reader import KIND_NAMES, Capture, Mark
 from .base import Renderer, RenderOptions, register
-from .untrusted import escape_surrogates, json_text
+from .untrusted import json_text, terminal_text
 
 HEADER = (
     f"{'Event':<12} {'dEvent':<7} {'Clock':<12} {'What':<8} {'File':<60} {'#line':>5} "
@@ -73,7 +73,7 @@ class EventLog(Renderer):
                 f"{m.name + (' ' + fields if fields else ''):<40}"
             )
             line = text + (f" {'':>12} {'':>10} {thread}" if multi else "")
-            out.write(escape_surrogates(line) + "\n")
+            out.write(terminal_text(line) + "\n")
 
         for stream, (n, kind, fid, t, rss_pages, heap, off) in cap.events_by_time():
             while next_mark < len(marks) and marks[next_mark].t <= t:
@@ -117,7 +117,7 @@ class EventLog(Renderer):
             )
             if multi:
                 text += f" {cap.thread_name(stream)}"
-            out.write(escape_surrogates(text) + "\n")
+            out.write(terminal_text(text) + "\n")
         for m in marks[next_mark:]:
             write_mark(m)
         if cap.damage:
