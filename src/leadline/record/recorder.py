@@ -54,11 +54,10 @@ def wrapper_codes() -> frozenset[CodeType]:
 
 @contextlib.contextmanager
 def signals_blocked() -> Iterator[None]:
-    """Every signal blocked in this thread while leadline starts its own threads, which inherit
-    the mask: a signal sent to the process must reach one of the program's threads, never one of
-    leadline's.  Otherwise a program that blocks a signal to wait for it (sigwait,
-    signalfd) dies of it, and one sleeping in a handler-interruptible call is not woken.  A
-    signal that comes meanwhile waits and is delivered when the mask is restored."""
+    """Every signal blocked in this thread while it starts a Python thread of leadline's own,
+    which inherits the mask: a signal sent to the process must reach one of the program's
+    threads (the native ones block them all: ll_thread_start in _native/capture.c).  A signal
+    that comes meanwhile waits, and is delivered when the mask is restored."""
     old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     try:
         yield
@@ -66,35 +65,19 @@ def signals_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-# The signal mask of the thread that forks, while leadline's threads are stopped for the fork
-# and started again after it in the parent: they must start with every signal blocked too.
-_mask_at_fork: list[set[int | signal.Signals]] = []
-
-
 def _before_fork() -> None:
-    if _recording:
-        _mask_at_fork.append(signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals()))
     for r in _recording:
         r._before_fork()
 
 
-def _restore_mask_after_fork() -> None:
-    if _mask_at_fork:
-        signal.pthread_sigmask(signal.SIG_SETMASK, _mask_at_fork.pop())
-
-
 def _after_fork_in_parent() -> None:
-    try:
-        for r in _recording:
-            r._after_fork_in_parent()
-    finally:
-        _restore_mask_after_fork()
+    for r in _recording:
+        r._after_fork_in_parent()
 
 
 def _after_fork_in_child() -> None:
     """A forked child records nothing (its parent's capture is not its to write): stop every
     recording, so that the child runs at full speed.  The native side already closed the file."""
-    _restore_mask_after_fork()
     for r in list(_recording):
         try:
             r.stop()
@@ -186,13 +169,8 @@ class Recorder:
         raise NotImplementedError
 
     def _begin(self, fd: int, meta: bytes) -> Any:
-        """Create and start the native recorder (it owns `fd` from then on).  Every signal is
-        blocked meanwhile: the threads it starts inherit that (signals_blocked)."""
+        """Create and start the native recorder (it owns `fd` from then on)."""
         raise NotImplementedError
-
-    def _activate(self) -> None:
-        """Make the program report to the native recorder (hooks), once the signal mask is
-        restored: the restoring is not part of the program's trace."""
 
     def _end_fields(self, counters: dict[str, Any]) -> dict[str, Any]:
         return {}
@@ -219,13 +197,11 @@ class Recorder:
         self._thread_names = thread_names()  # before the hooks, so that it is not traced
         self._thread_tids = thread_tids()
         try:
-            with signals_blocked():
-                self._native = self._begin(fd, json.dumps(meta).encode())
+            self._native = self._begin(fd, json.dumps(meta).encode())
         except (RuntimeError, OSError, ValueError) as e:
             with contextlib.suppress(OSError):  # the native side may already have closed it
                 os.close(fd)
             raise LeadlineError(str(e)) from None
-        self._activate()
         self._started = time.perf_counter()
         self._real_exit = os._exit
         os._exit = self._exit_wrapper  # type: ignore[assignment]

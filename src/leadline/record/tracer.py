@@ -134,7 +134,7 @@ class Tracer(Recorder):
     def _begin(self, fd: int, meta: bytes) -> Any:
         o = self.options
         disable = sys.monitoring.DISABLE if _native.MONITORING else None
-        return _native.Session(
+        session = _native.Session(
             fd,
             meta,
             hook_only=o.hook_only,
@@ -149,14 +149,12 @@ class Tracer(Recorder):
             exclude_prefix=PACKAGE_DIR,
             disable=disable,
         )
-
-    def _activate(self) -> None:
         try:
-            self._install(self._native)
+            self._install(session)
         except BaseException:
-            self._native.close()
-            self._native = None
+            session.close()
             raise
+        return session
 
     def _install(self, s: Any) -> None:
         if _native.MONITORING:
