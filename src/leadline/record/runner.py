@@ -38,6 +38,9 @@ _exit = os._exit
 # 3.15 no longer sets __cached__ in it.
 _MAIN_HAS_ANNOTATIONS = sys.version_info < (3, 14)
 _MAIN_HAS_CACHED = sys.version_info < (3, 15)
+# After an uncaught KeyboardInterrupt python dies by SIGINT: for KeyboardInterrupt itself until
+# 3.13 (pythonrun.c compares the raised type), for its subclasses too from 3.14 on.
+_SIGINT_FOR_SUBCLASSES = sys.version_info >= (3, 14)
 _MISSING: Any = object()  # sys.excepthook deleted (not set to None)
 
 
@@ -255,9 +258,12 @@ def execute(program: Prepared) -> int:
         status = _uncaught(ended)
         if status is not None:  # the program's excepthook raised SystemExit
             return status
-        # python exits by SIGINT after an uncaught KeyboardInterrupt itself, not a subclass
-        # (pythonrun.c run_eval_code_obj: the raised type is compared, not matched).
-        return -signal.SIGINT if type(ended) is KeyboardInterrupt else 1
+        interrupted = (
+            isinstance(ended, KeyboardInterrupt)
+            if _SIGINT_FOR_SUBCLASSES
+            else type(ended) is KeyboardInterrupt
+        )
+        return -signal.SIGINT if interrupted else 1
     finally:
         if program.forget_file:
             program.namespace.pop("__file__", None)
