@@ -294,18 +294,33 @@ def test_module_traceback_lacks_only_runpys_frames(tmp_path: Path) -> None:
         )
 
 
-def test_excepthook_audit_event(tmp_path: Path) -> None:
+@pytest.mark.parametrize("action", ["report", "ValueError", "RuntimeError"])
+def test_excepthook_audit_event(tmp_path: Path, action: str) -> None:
+    """The "sys.excepthook" audit event is raised; an audit hook that fails is shown as
+    unraisable, one that raises RuntimeError vetoes the report (python prints nothing)."""
+    act = (
+        'print("audit:", args[0] is sys.excepthook, args[1].__name__, args[2], flush=True)'
+        if action == "report"
+        else f'raise {action}("audit says no")'
+    )
     write(
         tmp_path,
         "prog.py",
-        """\
+        f"""\
         import sys
         def audit(event, args):
             if event == "sys.excepthook":
-                print("audit:", args[0] is sys.excepthook, args[1].__name__, args[2], flush=True)
+                {act}
         sys.addaudithook(audit)
         raise OSError("disk")
         """,
     )
-    out = compare(["prog.py"], tmp_path)["python"]
-    assert out.stdout == "audit: True OSError disk\n"
+    out = compare(["prog.py"], tmp_path, **merged())["python"]
+    assert out.returncode == 1
+    if action == "report":
+        assert out.stdout.startswith("audit: True OSError disk\nTraceback")
+    elif action == "ValueError":
+        assert out.stdout.startswith("Exception ignored in audit hook:\nTraceback")
+        assert out.stdout.endswith("OSError: disk\n")
+    else:
+        assert out.stdout == ""

@@ -23,7 +23,7 @@ import signal
 import sys
 import threading
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import CodeType, TracebackType
 from typing import Any, NoReturn
 
@@ -72,7 +72,7 @@ class Prepared:
     namespace: dict[str, object]
     # A script's __main__ loses __file__ and __cached__ once it has run (pythonrun.c).
     forget_file: bool = False
-    error: BaseException | None = field(default=None)
+    error: BaseException | None = None
 
 
 def parse_target(
@@ -231,9 +231,10 @@ def prepare(target: Target) -> Prepared:
         return _load_script(target)
     except SyntaxError as e:
         raise LeadlineError(f"{e.filename}:{e.lineno}: syntax error: {e.msg}") from None
-    except (OSError, ValueError, EOFError) as e:  # unreadable, or a damaged .pyc
+    except (OSError, ValueError, EOFError) as e:  # unreadable, a damaged .pyc, a NUL in -c
         why = e.strerror if isinstance(e, OSError) else str(e)
-        raise LeadlineError(f"{target.value}: cannot read ({why})") from None
+        name = "-c" if target.kind == "code" else target.value
+        raise LeadlineError(f"{name}: cannot read ({why})") from None
 
 
 def execute(program: Prepared) -> int:
@@ -358,8 +359,10 @@ def _uncaught(exc: BaseException) -> int | None:
         sys.audit("sys.excepthook", None if hook is _MISSING else hook, typ, exc, tb)
     except RuntimeError:  # an audit hook vetoed the report: python prints nothing
         return None
-    except Exception:  # python reports it as unraisable and goes on
-        pass
+    except Exception as e:  # python shows it as unraisable, and goes on
+        _clean(e, leading=True)
+        _write_stderr("Exception ignored in audit hook:\n")
+        _display(type(e), e, e.__traceback__)
     if hook is _MISSING:
         _write_stderr("sys.excepthook is missing\n")
         _display(typ, exc, tb)
