@@ -304,3 +304,69 @@ def test_the_modes_print_nothing_with_q(tmp_path: Path) -> None:
     for mode in MODES:
         r = leadline_run(mode, ["prog.py"], tmp_path)
         assert (r.returncode, r.stdout, r.stderr) == (0, "hello\n", "")
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="profile functions: 3.10 and 3.11")
+def test_trace_refuses_over_a_profile_function_for_new_threads(tmp_path: Path) -> None:
+    """A function the program set for new threads (threading.setprofile) would be replaced for
+    the threads started while tracing, then lost: leadline refuses, and leaves it set."""
+    write(
+        tmp_path,
+        "prog.py",
+        f"""\
+        import threading, leadline
+        def mine(frame, event, arg):
+            pass
+        threading.setprofile(mine)
+        try:
+            with leadline.trace({str(tmp_path / "x.lead")!r}):
+                pass
+        except Exception as e:
+            print(type(e).__name__, e)
+        print("still set:", threading.getprofile() is mine)
+        """,
+    )
+    out = python_run(["prog.py"], tmp_path)
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("LeadlineError another profiler is active for new threads")
+    assert lines[1:] == ["still set: True"]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is new in 3.12")
+def test_trace_takes_a_free_tool_id_or_refuses(tmp_path: Path) -> None:
+    """leadline takes 4, else 3, else 2; with all three held by the program it refuses in one
+    line and leaves the program's tools as they are."""
+    write(
+        tmp_path,
+        "prog.py",
+        f"""\
+        import sys, leadline
+        mon = sys.monitoring
+        def traced_tool(taken):
+            for tool in taken:
+                mon.use_tool_id(tool, f"mine{{tool}}")
+            try:
+                with leadline.trace({str(tmp_path / "x.lead")!r}):
+                    print("leadline took", [t for t in (2, 3, 4) if mon.get_tool(t) == "leadline"])
+            except Exception as e:
+                print(type(e).__name__, e)
+            print("mine:", [mon.get_tool(t) for t in taken])
+            for tool in taken:
+                mon.free_tool_id(tool)
+        traced_tool([])
+        traced_tool([4])
+        traced_tool([3, 4])
+        traced_tool([2, 3, 4])
+        """,
+    )
+    out = python_run(["prog.py"], tmp_path)
+    assert out.stdout.splitlines() == [
+        "leadline took [4]",
+        "mine: []",
+        "leadline took [3]",
+        "mine: ['mine4']",
+        "leadline took [2]",
+        "mine: ['mine3', 'mine4']",
+        "LeadlineError no free sys.monitoring tool id for leadline (2: mine2, 3: mine3, 4: mine4)",
+        "mine: ['mine2', 'mine3', 'mine4']",
+    ], out.stderr
