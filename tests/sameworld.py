@@ -72,7 +72,7 @@ def child_env() -> dict[str, str]:
 
 
 def assert_same(expected: Outcome, got: Outcome, what: str) -> None:
-    assert got.returncode == expected.returncode, (what, got.stderr)
+    assert got.returncode == expected.returncode, (what, got.returncode, got.stdout, got.stderr)
     assert got.stdout == expected.stdout, what
     assert got.stderr == expected.stderr, what
 
