@@ -3,6 +3,7 @@
 #include "leadline.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,21 @@ static void lose_locked(LLWriter *w, LLChunk *c) {
  * takes the thread out of the process's thread count.  A fork() in that moment, right after
  * threads were joined for it, would still count the thread, and Python 3.12+ warns about
  * forking a multi-threaded process.  So wait until /proc no longer lists it. */
+/* A signal sent to the process goes to any thread that does not block it, so leadline's
+ * threads block them all: a signal must reach the program's threads.  Otherwise a program
+ * that blocks a signal to sigwait() for it dies of it when a thread of ours takes it, and a
+ * handler does not cut the main thread's sleep short.  The new thread inherits the mask of the
+ * one that creates it, whatever that one's is (a thread restarted after fork() is created by
+ * whichever thread of the program comes next), so the mask is set around pthread_create. */
+int ll_thread_start(pthread_t *t, void *(*start)(void *), void *arg) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int err = pthread_create(t, NULL, start, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err;
+}
+
 void ll_join(pthread_t t, const pid_t *tid) {
     pthread_join(t, NULL);
     if (*tid <= 0) return;
@@ -218,7 +234,7 @@ int ll_writer_open(LLWriter *w, int fd) {
     w->accepted = 16; /* the file header */
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    int err = pthread_create(&w->thread, NULL, writer_main, w);
+    int err = ll_thread_start(&w->thread, writer_main, w);
     if (err) return err;
     w->thread_started = 1;
     return 0;
@@ -336,7 +352,7 @@ void ll_writer_pause(LLWriter *w) {
 int ll_writer_resume(LLWriter *w) {
     if (!w->paused) return 0;
     w->paused = 0;
-    int err = pthread_create(&w->thread, NULL, writer_main, w);
+    int err = ll_thread_start(&w->thread, writer_main, w);
     if (!err) w->thread_started = 1;
     return err;
 }

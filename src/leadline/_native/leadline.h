@@ -163,6 +163,8 @@ static inline pid_t ll_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 /* pthread_join(t), then wait (20 ms at most) until the kernel has taken the thread, whose
  * kernel id the thread stored in *tid, out of the process; see capture.c. */
 void ll_join(pthread_t t, const pid_t *tid);
+/* pthread_create for leadline's own threads, which start with every signal blocked. */
+int ll_thread_start(pthread_t *t, void *(*start)(void *), void *arg);
 
 /* Why a writer records nothing more: the capture reached its size limit, or a write failed
  * (a full disk, a file size limit, an I/O error).  Either way the program runs on, the queued

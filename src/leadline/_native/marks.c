@@ -87,12 +87,29 @@ static void put_varint(Buf *b, uint64_t v) {
     put(b, tmp, (size_t)(ll_put_varint_slow(tmp, v) - tmp));
 }
 
+/* The UTF-8 of a str object, or NULL (no exception left set).  A lone surrogate (a name the
+ * program built, an undecodable file name), which UTF-8 cannot hold, is written as the text
+ * \udXXX, as the tracer and the sampler write it; *owner then holds those bytes, to release. */
+static const char *utf8_of(PyObject *s, Py_ssize_t *n, PyObject **owner) {
+    *owner = NULL;
+    const char *u = PyUnicode_AsUTF8AndSize(s, n);
+    if (u) return u;
+    PyErr_Clear();
+    *owner = PyUnicode_AsEncodedString(s, "utf-8", "backslashreplace");
+    if (!*owner) {
+        PyErr_Clear();
+        return NULL;
+    }
+    *n = PyBytes_GET_SIZE(*owner);
+    return PyBytes_AS_STRING(*owner);
+}
+
 /* JSON string body (without quotes) of a str object. */
 static void put_json_str(Buf *b, PyObject *s) {
     Py_ssize_t n;
-    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    PyObject *owner;
+    const char *u = utf8_of(s, &n, &owner);
     if (!u) {
-        PyErr_Clear();
         put(b, "?", 1);
         return;
     }
@@ -109,6 +126,7 @@ static void put_json_str(Buf *b, PyObject *s) {
             put(b, &u[i], 1);
         }
     }
+    Py_XDECREF(owner);
 }
 
 static void put_quoted(Buf *b, PyObject *s) {
@@ -200,16 +218,16 @@ static void record(int kind, PyObject *name, PyObject *file, long line, PyObject
     PyObject *strs[2] = {name, file};
     for (int i = 0; i < 2; i++) {
         Py_ssize_t n = 0;
-        const char *u = strs[i] && PyUnicode_Check(strs[i]) ? PyUnicode_AsUTF8AndSize(strs[i], &n)
-                                                            : "";
+        PyObject *owner = NULL;
+        const char *u = strs[i] && PyUnicode_Check(strs[i]) ? utf8_of(strs[i], &n, &owner) : "";
         if (!u) {
-            PyErr_Clear();
             u = "";
             n = 0;
         }
         if (n > 1024) n = 1024; /* may cut a UTF-8 sequence: the reader decodes with replace */
         put_varint(&r, (uint64_t)n);
         put(&r, u, (size_t)n);
+        Py_XDECREF(owner);
     }
     put_varint(&r, f.len);
     put(&r, fields_buf, f.len);

@@ -111,7 +111,7 @@ int ll_rss_start(LLRss *r, LLWriter *w, unsigned period_us) {
     ll_rss_read_exact(r);
     timeline_add(r, ll_ticks(), ll_rss_published(r));
     r->running = 1;
-    int err = pthread_create(&r->thread, NULL, sampler_main, r);
+    int err = ll_thread_start(&r->thread, sampler_main, r);
     if (err) {
         r->running = 0;
         return err;
@@ -130,7 +130,7 @@ int ll_rss_resume(LLRss *r) {
     if (!r->paused) return 0;
     r->paused = 0;
     r->running = 1;
-    int err = pthread_create(&r->thread, NULL, sampler_main, r);
+    int err = ll_thread_start(&r->thread, sampler_main, r);
     if (err) r->running = 0;
     return err;
 }

@@ -874,7 +874,7 @@ static void *sampler_main(void *arg) {
 
 static int start_thread(Sampler *S) {
     S->stopping = 0;
-    int err = pthread_create(&S->thread, NULL, sampler_main, S);
+    int err = ll_thread_start(&S->thread, sampler_main, S);
     if (!err) S->thread_started = 1;
     return err;
 }

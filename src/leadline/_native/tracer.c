@@ -310,8 +310,20 @@ static uint64_t intern_string(LLSession *s, PyObject *str) {
     PyObject *v = PyLong_FromUnsignedLongLong(id);
     Py_ssize_t n = 0;
     const char *utf8 = PyUnicode_AsUTF8AndSize(key, &n);
+    PyObject *escaped = NULL;
+    if (!utf8 && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+        /* A lone surrogate (an undecodable file name, a name the program built) cannot be
+         * UTF-8: it is written as the text \udXXX, as Python's own error output shows it. */
+        PyErr_Clear();
+        escaped = PyUnicode_AsEncodedString(key, "utf-8", "backslashreplace");
+        if (escaped) {
+            utf8 = PyBytes_AS_STRING(escaped);
+            n = PyBytes_GET_SIZE(escaped);
+        }
+    }
     if (!v || !utf8 || PyDict_SetItem(s->strings, key, v) < 0) {
         Py_XDECREF(v);
+        Py_XDECREF(escaped);
         if (!str) Py_DECREF(key);
         PyErr_Clear();
         return 0;
@@ -325,6 +337,7 @@ static uint64_t intern_string(LLSession *s, PyObject *str) {
         put_def(s, LL_CHUNK_STRINGS, rec, (size_t)(p - rec) + (size_t)n);
         free(rec);
     }
+    Py_XDECREF(escaped);
     if (!str) Py_DECREF(key);
     return id;
 }

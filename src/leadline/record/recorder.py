@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import operator
 import os
+import signal
 import socket
 import stat
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import CodeType
 from typing import Any, TypeVar
 
 from .. import __version__, _native
@@ -48,6 +51,26 @@ def thread_tids() -> dict[str, str]:
 
 
 _recording: list[Recorder] = []  # what records in this process, for the fork handlers
+# The code of the functions leadline puts in the program's way (os._exit, Thread.start): their
+# frames are left out of the traceback the program's sys.excepthook receives.
+_WRAPPER_CODES: set[CodeType] = set()
+
+
+def wrapper_codes() -> frozenset[CodeType]:
+    return frozenset(_WRAPPER_CODES)
+
+
+@contextlib.contextmanager
+def signals_blocked() -> Iterator[None]:
+    """Every signal blocked in this thread while it starts a Python thread of leadline's own,
+    which inherits the mask: a signal sent to the process must reach one of the program's
+    threads (the native ones block them all: ll_thread_start in _native/capture.c).  A signal
+    that comes meanwhile waits, and is delivered when the mask is restored."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _before_fork() -> None:
@@ -300,6 +323,7 @@ class Recorder:
                 tids[str(thread.native_id)] = thread.name
 
         self._real_thread_start = real_start
+        _WRAPPER_CODES.add(start.__code__)
         threading.Thread.start = start  # type: ignore[method-assign,assignment]
 
     def _uninstall(self) -> None:
@@ -364,11 +388,20 @@ class Recorder:
         self.stop()
 
     def _exit_wrapper(self, status: int) -> None:
-        """os._exit skips every cleanup: finish the capture first, then exit as asked."""
+        """os._exit skips every cleanup: finish the capture first, then exit as asked.  A
+        status os._exit refuses (not an integer) raises its TypeError with the recording still
+        running, since the program goes on."""
         real = self._real_exit
+        assert real is not None
+        try:
+            operator.index(status)
+        except TypeError:
+            real(status)
         try:
             self.stop()
         except BaseException:  # the program asked to exit now; nothing may stop that
             pass
-        assert real is not None
         real(status)
+
+
+_WRAPPER_CODES.add(Recorder._exit_wrapper.__code__)

@@ -135,6 +135,10 @@ def make_filter(
 
 
 _monitoring_used_before = False
+# sys.monitoring tool ids leadline takes, in order: 3 and 4 have no assigned role, while the
+# program's own tools ask for theirs by role: debuggers 0, coverage 1, profilers 2 (cProfile
+# on 3.12+ refuses to start when 2 is taken), the optimizer 5.
+TOOL_IDS = (4, 3, 2)
 
 
 class Tracer(Recorder):
@@ -153,6 +157,7 @@ class Tracer(Recorder):
         self.options.validate()
         self._tool: int | None = None
         self._events: list[int] = []
+        self._bootstrap: Any = None  # 3.10/3.11: what new threads get (threading.setprofile)
         self.result: TraceResult | None = None
 
     def _options(self) -> dict[str, Any]:
@@ -191,9 +196,9 @@ class Tracer(Recorder):
         if _native.MONITORING:
             global _monitoring_used_before
             mon = sys.monitoring
-            tool = next((t for t in (mon.PROFILER_ID, 3, 4) if mon.get_tool(t) is None), None)
+            tool = next((t for t in TOOL_IDS if mon.get_tool(t) is None), None)
             if tool is None:
-                used = ", ".join(f"{t}: {mon.get_tool(t)}" for t in (2, 3, 4))
+                used = ", ".join(f"{t}: {mon.get_tool(t)}" for t in sorted(TOOL_IDS))
                 raise LeadlineError(f"no free sys.monitoring tool id for leadline ({used})")
             mon.use_tool_id(tool, "leadline")
             ev = mon.events
@@ -226,11 +231,19 @@ class Tracer(Recorder):
             self._tool = tool
             self._events = list(hooks)
         else:
+            other = threading.getprofile()
+            if other is not None:
+                # Threads started later would get the program's function, or lose it.
+                raise LeadlineError(
+                    f"another profiler is active for new threads ({other!r}, set with "
+                    "threading.setprofile); stop it before starting leadline"
+                )
             try:
                 s.install_profile()
             except RuntimeError as e:
                 raise LeadlineError(str(e)) from None
-            threading.setprofile(s.hook(HOOK["BOOTSTRAP"]))
+            self._bootstrap = s.hook(HOOK["BOOTSTRAP"])
+            threading.setprofile(self._bootstrap)
 
     def _uninstall(self) -> None:
         if _native.MONITORING and self._tool is not None:
@@ -241,7 +254,11 @@ class Tracer(Recorder):
             mon.free_tool_id(self._tool)
             self._tool = None
         elif not _native.MONITORING:
-            threading.setprofile(None)
+            # Only leadline's own: a function the program set since stays for its threads.  Read
+            # as a module attribute: a call of threading.getprofile() would be traced.
+            if vars(threading).get("_profile_hook") is self._bootstrap:
+                threading.setprofile(None)
+            self._bootstrap = None
 
     def _end_fields(self, counters: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
         # recorded: the events in chunks that reached the file; lost: those in chunks that

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import IO
 
 from ..capture.reader import EVENT, MARK, Capture
 from .base import CAPTURE_KINDS, Renderer, RenderOptions, register
+from .untrusted import json_text
 
 
 @register
@@ -27,7 +27,7 @@ class ChromeTrace(Renderer[Capture]):
 
         def emit(obj: dict[str, object]) -> None:
             nonlocal first
-            out.write(("" if first else ",\n") + json.dumps(obj, ensure_ascii=False))
+            out.write(("" if first else ",\n") + json_text(obj))
             first = False
 
         for serial in sorted({c.stream for c in cap.event_chunks}):

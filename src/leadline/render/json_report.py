@@ -3,7 +3,6 @@ docs/report-json.md)."""
 
 from __future__ import annotations
 
-import json
 from typing import IO, Any
 
 from ..analyse.model import SampleProfile
@@ -12,11 +11,11 @@ from ..analyse.samples import to_json as sample_json
 from ..analyse.trace import SCHEMA_VERSION, TraceProfile, to_json
 from .base import Renderer, RenderOptions, register
 from .marks_table import marks_json
+from .untrusted import json_text
 
 
 def write_json(data: dict[str, Any], out: IO[str]) -> None:
-    json.dump(data, out, ensure_ascii=False)
-    out.write("\n")
+    out.write(json_text(data) + "\n")
 
 
 @register

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import IO
 
 from ..capture import stop
 from ..capture.reader import EVENT, KIND_NAMES, Capture, Mark
 from .base import CAPTURE_KINDS, Renderer, RenderOptions, register
+from .untrusted import json_text, terminal_text
 
 HEADER = (
     f"{'Event':<12} {'dEvent':<7} {'Clock':<12} {'What':<8} {'File':<60} {'#line':>5} "
@@ -68,14 +68,15 @@ class EventLog(Renderer[Capture]):
                     "fields": m.fields,
                     "thread": thread,
                 }
-                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                out.write(json_text(row) + "\n")
                 return
-            fields = json.dumps(m.fields, ensure_ascii=False) if m.fields else ""
+            fields = json_text(m.fields) if m.fields else ""
             text = (
                 f"{'':<12} {'':<7} {clock:<12.6f} {m.kind_name:<8} {m.file:<60} #{m.line:>4} "
                 f"{m.name + (' ' + fields if fields else ''):<40}"
             )
-            out.write(text + (f" {'':>12} {'':>10} {thread}" if multi else "") + "\n")
+            line = text + (f" {'':>12} {'':>10} {thread}" if multi else "")
+            out.write(terminal_text(line) + "\n")
 
         for stream, (n, kind, fid, t, rss_pages, heap, off) in cap.events_by_time():
             while next_mark < len(marks) and marks[next_mark].t <= t:
@@ -111,7 +112,7 @@ class EventLog(Renderer[Capture]):
                     "heap": heap,
                     "thread": cap.thread_name(stream),
                 }
-                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                out.write(json_text(row) + "\n")
                 continue
             text = (
                 f"{n:<12} {'+' + str(d_event):<7} {clock:<12.6f} {KIND_NAMES[kind]:<8} "
@@ -119,7 +120,7 @@ class EventLog(Renderer[Capture]):
             )
             if multi:
                 text += f" {cap.thread_name(stream)}"
-            out.write(text + "\n")
+            out.write(terminal_text(text) + "\n")
         for m in marks[next_mark:]:
             write_mark(m)
         early = stop.for_report(cap)

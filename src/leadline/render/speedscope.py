@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import IO
 
 from ..analyse.model import SampleProfile
 from ..analyse.samples import default_metric
 from .base import Renderer, RenderOptions, register
 from .encode import to_speedscope
+from .untrusted import json_text
 
 
 @register
@@ -19,7 +19,6 @@ class Speedscope(Renderer[SampleProfile]):
     description = "speedscope JSON, one profile per thread, weighted by --metric"
 
     def render(self, p: SampleProfile, out: IO[str], options: RenderOptions) -> None:
-        # ASCII JSON: names and paths from the program may hold lone surrogates.
         metric = options.metric or default_metric(p)
-        json.dump(to_speedscope(p, metric), out, separators=(",", ":"))
+        out.write(json_text(to_speedscope(p, metric), separators=(",", ":")))
         out.write("\n")
