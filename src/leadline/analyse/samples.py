@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..capture import stop
 from ..capture.reader import SAMPLE_IDLE, Capture, CaptureStream, Progress
 from ..errors import LeadlineError
 from .model import Frame, Metric, SampleProfile, Stack, Thread
@@ -134,6 +135,9 @@ def load_profile(cap: Capture | CaptureStream, progress: Progress | None = None)
         complete=cap.complete,
         deferred=int(end.get("deferred", 0)),
         exited_ns=cap.ns(int(end["exit_t"])) if end.get("exit_t") else None,
+        samples_lost=int(end.get("samples_lost") or 0),
+        stopped_early=stop.for_report(cap),
+        capture=cap,
     )
 
 
@@ -284,6 +288,8 @@ def to_json(p: SampleProfile, idle: bool = False) -> dict[str, Any]:
         "exited_ns": p.exited_ns,
         "memory": p.memory,
         "complete": p.complete,
+        "samples_lost": p.samples_lost,
+        "stopped_early": p.stopped_early,
         "total": total if weighted else 0,
         "threads": [
             {"serial": t.serial, "pid": t.pid, "tid": t.tid, "name": t.name} for t in p.threads

@@ -57,15 +57,13 @@ def summarise(result: ProfileResult, quiet: bool) -> None:
     """The profile's top functions and a one-line summary, on stderr."""
     if quiet:
         return
-    from ..render import RenderOptions, get_renderer  # what a report needs, once sampled
+    from ..render.base import RenderOptions  # what a report needs, once sampled
     from ._common import render_capture
 
     if result.write_error is None:
         try:
             sys.stderr.flush()
-            render_capture(
-                str(result.path), get_renderer("text"), "-", RenderOptions(limit=15), sys.stderr
-            )
+            render_capture(str(result.path), "text", "-", RenderOptions(limit=15), sys.stderr)
         except Exception as e:  # the capture is written; a report problem must not hide it
             print(f"leadline: cannot summarise {result.path}: {e}", file=sys.stderr)
     if result.exited_after_s is not None:
@@ -75,9 +73,10 @@ def summarise(result: ProfileResult, quiet: bool) -> None:
             file=sys.stderr,
         )
     cpu = 100.0 * result.sampler_cpu_ns / max(result.seconds * 1e9, 1)
+    lost = f", {result.samples_lost:,} lost" if result.samples_lost else ""
     print(
         f"leadline: {result.samples:,} samples in {result.ticks:,} ticks "
-        f"({result.missed:,} missed, {result.torn:,} torn, {result.deferred:,} deferred), "
+        f"({result.missed:,} missed, {result.torn:,} torn, {result.deferred:,} deferred{lost}), "
         f"sampler {cpu:.2f}% of a core, {result.bytes_written:,} bytes -> {result.path}",
         file=sys.stderr,
     )

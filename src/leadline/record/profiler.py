@@ -21,7 +21,15 @@ from typing import Any
 
 from .. import _native
 from ..errors import LeadlineError
-from .recorder import Recorder, capture_end, capture_meta, default_output, open_capture
+from .recorder import (
+    Recorder,
+    capture_end,
+    capture_meta,
+    default_output,
+    early_stop,
+    open_capture,
+    stop_warning,
+)
 
 MAX_RATE = 20_000
 MAX_DEPTH = 1_000_000
@@ -58,6 +66,9 @@ class ProfileResult:
     deferred: int = 0
     pid: int | None = None  # attach: the process sampled
     exited_after_s: float | None = None  # attach: when it was found gone, from the start
+    samples_lost: int = 0  # samples taken that never reached the file (a failed write)
+    # Why and when recording stopped before the program ended (END's stopped_early), or None.
+    stopped_early: dict[str, Any] | None = None
 
 
 def _sampler(fd: int, meta: bytes, pid: int, o: ProfileOptions) -> Any:
@@ -73,34 +84,39 @@ def _sampler(fd: int, meta: bytes, pid: int, o: ProfileOptions) -> Any:
     )
 
 
-def _end_fields(counters: dict[str, Any]) -> dict[str, Any]:
-    keys = (
-        "ticks",
-        "samples",
-        "missed",
-        "torn",
-        "deferred",
-        "retried",
-        "truncated",
-        "sampler_cpu_ns",
-    )
-    return {k: counters[k] for k in keys}
+def _end_fields(counters: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
+    keys = ("ticks", "missed", "torn", "deferred", "retried", "truncated", "sampler_cpu_ns")
+    # samples: those that reached the file; samples_lost: those that did not.
+    fields = {
+        **{k: counters[k] for k in keys},
+        "samples": written["samples_written"],
+        "samples_lost": written["samples_lost"],
+    }
+    if counters.get("exit_t"):  # attach: when the process was found gone
+        fields["exit_t"] = counters["exit_t"]
+    return fields
 
 
 def _result(
-    path: Path, counters: dict[str, Any], written: int, error: str | None, secs: float
+    path: Path,
+    counters: dict[str, Any],
+    written: dict[str, Any],
+    stop: dict[str, Any] | None,
+    secs: float,
 ) -> ProfileResult:
     return ProfileResult(
         path=path,
         ticks=counters["ticks"],
-        samples=counters["samples"],
+        samples=written["samples_written"],
         missed=counters["missed"],
         torn=counters["torn"],
-        bytes_written=written,
-        write_error=error,
+        bytes_written=written["bytes_written"],
+        write_error=written["write_error"],
         seconds=secs,
         sampler_cpu_ns=counters["sampler_cpu_ns"],
         deferred=counters["deferred"],
+        samples_lost=written["samples_lost"],
+        stopped_early=stop,
     )
 
 
@@ -108,6 +124,7 @@ class Profiler(Recorder):
     """Samples this process's threads.  Use `leadline.profile(...)` or `leadline run`."""
 
     mode = "sample"
+    noun = "samples"
 
     def __init__(
         self,
@@ -128,8 +145,8 @@ class Profiler(Recorder):
     def _begin(self, fd: int, meta: bytes) -> Any:
         return _sampler(fd, meta, os.getpid(), self.options)
 
-    def _end_fields(self, counters: dict[str, Any]) -> dict[str, Any]:
-        return _end_fields(counters)
+    def _end_fields(self, counters: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
+        return _end_fields(counters, written)
 
     def _before_fork(self) -> None:
         self._native.before_fork()
@@ -171,7 +188,7 @@ class Profiler(Recorder):
         if self.result is None:
             rec = self._stop()
             self.result = _result(
-                self.path, rec.counters, rec.bytes_written, rec.write_error, rec.seconds
+                self.path, rec.counters, rec.written, rec.stopped_early, rec.seconds
             )
         return self.result
 
@@ -244,17 +261,24 @@ def attach(
     except KeyboardInterrupt:
         pass
     counters = sampler.finish()
-    fields = _end_fields(counters)
-    exited_after_s = None
-    if counters["exit_t"]:
-        fields["exit_t"] = counters["exit_t"]
-        exit_ticks = max(counters["exit_t"] - meta["t_start"], 0)
-        exited_after_s = exit_ticks * counters["tick_ns"] / 1e9
-    written = sampler.close(capture_end(counters, **fields))
+
+    def make_end(written: dict[str, Any]) -> bytes:
+        stop = early_stop(written)
+        return capture_end(counters, written, stop, **_end_fields(counters, written))
+
+    written = sampler.close(make_end)
     secs = time.perf_counter() - started
-    result = _result(out, counters, written["bytes_written"], written["write_error"], secs)
+    stop = early_stop(written)
+    tick_s = counters["tick_ns"] / 1e9
+    at = (stop["t"] - meta["t_start"]) * tick_s if stop else 0.0
+    total = (counters["t_end"] - meta["t_start"]) * tick_s
+    warning = stop_warning(out, written, stop, max(at, 0.0), total, "samples")
+    if warning:
+        print(warning, file=sys.stderr)
+    result = _result(out, counters, written, stop, secs)
     result.pid = pid
-    result.exited_after_s = exited_after_s
+    if counters["exit_t"]:
+        result.exited_after_s = max(counters["exit_t"] - meta["t_start"], 0) * tick_s
     return result
 
 
