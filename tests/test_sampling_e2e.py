@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -82,13 +83,16 @@ BUSY = """
 
 
 def test_run_profile_table_threads_and_behaviour(tmp_path: Path) -> None:
-    r, data = run_profile(tmp_path, BUSY, "--rate", "500")
+    """2 kHz: on a busy machine about one sample in six can stand for where the time went
+    (docs/run.md, "Busy machines"); at 500 Hz that left some 25 in `cold`, too few to tell a
+    ratio of 4 from 2.5 now and then (seen once in seven runs beside two CPU hogs and other work)."""
+    r, data = run_profile(tmp_path, BUSY, "--rate", "2000")
     assert r.returncode == 3
     assert r.stdout == "out: ünïcode\n"
     assert r.stderr == "err line\n"
     assert data["kind"] == "sample" and data["mode"] == "wall"
-    assert data["rate_hz"] == 500
-    assert data["samples"] > 300
+    assert data["rate_hz"] == 2000
+    assert data["samples"] > 1200
     assert data["torn"] <= data["samples"] * 0.01
     names = {t["name"] for t in data["threads"]}
     assert {"MainThread", "schläfer"} <= names
@@ -787,16 +791,19 @@ def test_accuracy_on_a_known_split(tmp_path: Path, mode: str) -> None:
     The counts must be honest however busy the machine: every tick due was taken or counted
     as missed, and what the samples stand for adds up to the run (the program's CPU time in
     cpu mode; a record per tick due in wall mode, missed ones included).  Missing under 1% of
-    the ticks is a promise for a quiet machine only: when the program itself did not get a CPU
-    to itself, the sampler did not either."""
+    the ticks is a promise for a quiet machine only: one where other processes used less than
+    a tenth of a core meanwhile (from /proc/stat, less what the run itself used); the program
+    having a CPU to itself says nothing of the sampler's thread, which needs another."""
     truth_file = tmp_path / "truth.json"
     cap = tmp_path / "split.lead"
     workload = ROOT / "bench" / "workloads" / "split.py"
+    before = _machine_busy_ns(), _children_cpu_ns()
     r = leadline(
         "run", "-q", "--mode", mode, "--rate", "1000", "-o", cap,
         workload, "--seconds", "14", "--truth", truth_file,
         cwd=tmp_path, timeout=900,
     )  # fmt: skip
+    others_ns = (_machine_busy_ns() - before[0]) - (_children_cpu_ns() - before[1])
     assert r.returncode == 0, r.stderr
     data = report(cap, tmp_path)
     truth = json.loads(truth_file.read_text())
@@ -819,8 +826,24 @@ def test_accuracy_on_a_known_split(tmp_path: Path, mode: str) -> None:
     else:
         assert abs(data["samples"] - (data["ticks"] + data["missed"])) <= 0.01 * due, counts
     assert data["torn"] <= 0.01 * data["ticks"], counts
-    if truth["thread_cpu_ns"] >= 0.9 * data["duration_ns"]:  # the program had a CPU to itself
-        assert data["missed"] < 0.01 * data["ticks"], counts
+    if others_ns < 0.1 * data["duration_ns"]:  # a quiet machine
+        assert data["missed"] < 0.01 * data["ticks"], (counts, others_ns)
+
+
+def _machine_busy_ns() -> int:
+    """CPU time every CPU of the machine has spent busy (or stolen by the host), from
+    /proc/stat: user, nice, system, irq, softirq and steal."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[:8])
+    return (
+        (user + nice + system + irq + softirq + steal) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    )
+
+
+def _children_cpu_ns() -> int:
+    """CPU time of this process's children that have been waited for (the run's, after it)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return int((ru.ru_utime + ru.ru_stime) * 1e9)
 
 
 def test_churning_stacks_and_threads_at_5khz(tmp_path: Path) -> None:
