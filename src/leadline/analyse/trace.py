@@ -216,6 +216,31 @@ def _downsample(cap: Capture, rss_values: list[int]) -> list[tuple[int, int]]:
     return [buckets[b] for b in sorted(buckets)]
 
 
+# The fields of report --json's records (docs/report-json.md) that are attributes of the same
+# name: of the summary (TraceProfile), a function's totals, a call-tree node, a mover.
+_META_FIELDS = (
+    "argv",
+    "python_version",
+    "pid",
+    "host",
+    "start_unix_ns",
+    "mode",
+    "options",
+    "leadline_version",
+)
+_SUMMARY_FIELDS = ("duration_ns", "events", "recorded", "lost", "stopped_early")
+_CAPTURE_FIELDS = ("complete", "damage", "unused_bytes")
+_RSS_FIELDS = ("peak_rss", "start_rss", "end_rss")
+_COST_FIELDS = ("incl_ns", "self_ns", "incl_rss", "self_rss", "incl_heap", "self_heap")
+_FUNCTION_FIELDS = ("calls", *_COST_FIELDS, "peak_rss", "peak_growth")
+_NODE_FIELDS = ("id", "parent", "func", "thread", "calls", *_COST_FIELDS, "peak_growth")
+_MOVER_FIELDS = ("func", "thread", "start_ns", "end_ns", "rss_delta")
+
+
+def _fields(obj: object, names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in names}
+
+
 def to_json(p: TraceProfile, limit: int | None = None, sort: str = "incl") -> dict[str, Any]:
     """The report's machine form; its schema is documented in docs/report-json.md."""
     cap = p.capture
@@ -224,81 +249,24 @@ def to_json(p: TraceProfile, limit: int | None = None, sort: str = "incl") -> di
         funcs = funcs[:limit]
     return {
         "schema": SCHEMA_VERSION,
-        "meta": {
-            k: cap.meta.get(k)
-            for k in (
-                "argv",
-                "python_version",
-                "pid",
-                "host",
-                "start_unix_ns",
-                "mode",
-                "options",
-                "leadline_version",
-            )
-        },
+        "meta": {k: cap.meta.get(k) for k in _META_FIELDS},
         "summary": {
-            "duration_ns": p.duration_ns,
-            "events": p.events,
-            "recorded": p.recorded,
-            "lost": p.lost,
-            "stopped_early": p.stopped_early,
+            **_fields(p, _SUMMARY_FIELDS),
             "threads": len(p.threads),
-            "complete": cap.complete,
-            "damage": cap.damage,
-            "unused_bytes": cap.unused_bytes,
-            "peak_rss": p.peak_rss,
-            "start_rss": p.start_rss,
-            "end_rss": p.end_rss,
+            **_fields(cap, _CAPTURE_FIELDS),
+            **_fields(p, _RSS_FIELDS),
             "unmatched_returns": p.unmatched,
             "capture_bytes": cap.size,
         },
         "functions": [
             {
-                "id": f.func.id,
-                "kind": f.func.kind,
-                "file": f.func.file,
-                "name": f.func.name,
-                "line": f.func.line,
-                "calls": f.calls,
-                "incl_ns": f.incl_ns,
-                "self_ns": f.self_ns,
-                "incl_rss": f.incl_rss,
-                "self_rss": f.self_rss,
-                "incl_heap": f.incl_heap,
-                "self_heap": f.self_heap,
-                "peak_rss": f.peak_rss,
-                "peak_growth": f.peak_growth,
+                **_fields(f.func, ("id", "kind", "file", "name", "line")),
+                **_fields(f, _FUNCTION_FIELDS),
             }
             for f in funcs
         ],
-        "nodes": [
-            {
-                "id": n.id,
-                "parent": n.parent,
-                "func": n.func,
-                "thread": n.thread,
-                "calls": n.calls,
-                "incl_ns": n.incl_ns,
-                "self_ns": n.self_ns,
-                "incl_rss": n.incl_rss,
-                "self_rss": n.self_rss,
-                "incl_heap": n.incl_heap,
-                "self_heap": n.self_heap,
-                "peak_growth": n.peak_growth,
-            }
-            for n in p.nodes
-        ],
+        "nodes": [_fields(n, _NODE_FIELDS) for n in p.nodes],
         "threads": [{"serial": s, "name": name, "events": ev} for s, name, ev in p.threads],
         "timeline": [[t, v] for t, v in p.timeline],
-        "movers": [
-            {
-                "func": m.func,
-                "thread": m.thread,
-                "start_ns": m.start_ns,
-                "end_ns": m.end_ns,
-                "rss_delta": m.rss_delta,
-            }
-            for m in p.movers
-        ],
+        "movers": [_fields(m, _MOVER_FIELDS) for m in p.movers],
     }

@@ -160,7 +160,32 @@ def to_pprof(
     Sample per Stack, leaf first, labelled with its thread's name and pid (`sample_labels`
     chooses which; Pyroscope makes each a series label); one Location per (function, line).
     """
-    label_set = set(sample_labels)
+    metrics = _pprof_metrics(profile, metric_set)
+    tables = _PprofTables(profile)
+    out = ProtoMessage()
+    for metric in metrics:
+        out.message(_PROFILE_SAMPLE_TYPE, _value_type(tables.strings, *PPROF_SAMPLE_TYPES[metric]))
+    _pprof_samples(out, profile, metrics, set(sample_labels), tables)
+    # One mapping for the interpreter: it has functions, files and lines already, so pprof
+    # does not try to symbolize addresses.
+    out.message(
+        _PROFILE_MAPPING,
+        ProtoMessage()
+        .scalar(_MAPPING_ID, 1)
+        .scalar(_MAPPING_FILENAME, tables.strings("python"))
+        .scalar(_MAPPING_HAS_FUNCTIONS, 1)
+        .scalar(_MAPPING_HAS_FILENAMES, 1)
+        .scalar(_MAPPING_HAS_LINE_NUMBERS, 1),
+    )
+    out.data += tables.body.data
+    _pprof_header(out, profile, metrics, tables.strings)
+    return gzip.compress(bytes(out.data), mtime=0)
+
+
+def _pprof_metrics(
+    profile: SampleProfile, metric_set: Iterable[PprofMetric] | None
+) -> list[PprofMetric]:
+    """The sample types asked for (or the default ones), in PPROF_METRICS order."""
     wanted = set(metric_set) if metric_set is not None else set(PPROF_METRICS)
     if metric_set is None and not profile.memory:
         wanted.discard("memory")
@@ -169,51 +194,68 @@ def to_pprof(
     unknown = wanted - set(PPROF_METRICS)
     if unknown or not wanted:
         raise LeadlineError(f"pprof sample types are chosen among {', '.join(PPROF_METRICS)}")
-    metrics = [m for m in PPROF_METRICS if m in wanted]
-    period = period_ns(profile)
+    return [m for m in PPROF_METRICS if m in wanted]
 
-    strings = _Strings()
-    out = ProtoMessage()
-    for metric in metrics:
-        out.message(_PROFILE_SAMPLE_TYPE, _value_type(strings, *PPROF_SAMPLE_TYPES[metric]))
 
-    functions: dict[tuple[str, str, int], int] = {}
-    locations: dict[tuple[int, int], int] = {}
-    # Each frame's location id, already varint-encoded: a stack is the join of its frames'.
-    location_of_frame: list[bytes] = [b""] * len(profile.frames)
-    body = ProtoMessage()  # locations and functions, appended after the samples
+class _PprofTables:
+    """The string table, and the Functions and Locations of the frames samples use, made as
+    they are first needed (`body`: their messages, which follow the samples)."""
 
-    def location(frame_index: int) -> bytes:
-        frame = profile.frames[frame_index]
+    def __init__(self, profile: SampleProfile) -> None:
+        self.profile = profile
+        self.strings = _Strings()
+        self.body = ProtoMessage()
+        self.functions: dict[tuple[str, str, int], int] = {}
+        self.locations: dict[tuple[int, int], int] = {}
+        # Each frame's location id, already varint-encoded: a stack is the join of its frames'.
+        self.location_of_frame: list[bytes] = [b""] * len(profile.frames)
+
+    def location(self, frame_index: int) -> bytes:
+        """The varint-encoded location id of a frame of the profile."""
+        encoded = self.location_of_frame[frame_index]
+        if encoded:
+            return encoded
+        frame = self.profile.frames[frame_index]
         fkey = (frame.name, frame.file, frame.func_line)
-        fid = functions.get(fkey)
+        fid = self.functions.get(fkey)
         if fid is None:
-            fid = functions[fkey] = len(functions) + 1
+            fid = self.functions[fkey] = len(self.functions) + 1
             # No system_name: pprof "demangles" a function whose system name equals its name,
             # as C++, which turns Python's "<module>" into "" and strips "[...]" and "(...)".
-            body.message(
+            self.body.message(
                 _PROFILE_FUNCTION,
                 ProtoMessage()
                 .scalar(_FUNCTION_ID, fid)
-                .scalar(_FUNCTION_NAME, strings(frame.name))
-                .scalar(_FUNCTION_FILENAME, strings(frame.file))
+                .scalar(_FUNCTION_NAME, self.strings(frame.name))
+                .scalar(_FUNCTION_FILENAME, self.strings(frame.file))
                 .scalar(_FUNCTION_START_LINE, frame.func_line),
             )
         lkey = (fid, frame.line)
-        loc = locations.get(lkey)
+        loc = self.locations.get(lkey)
         if loc is None:
-            loc = locations[lkey] = len(locations) + 1
+            loc = self.locations[lkey] = len(self.locations) + 1
             line = ProtoMessage().scalar(_LINE_FUNCTION_ID, fid).scalar(_LINE_LINE, frame.line)
-            body.message(
+            self.body.message(
                 _PROFILE_LOCATION,
                 ProtoMessage()
                 .scalar(_LOCATION_ID, loc)
                 .scalar(_LOCATION_MAPPING_ID, 1)
                 .message(_LOCATION_LINE, line),
             )
-        location_of_frame[frame_index] = encoded = _varint(loc)
+        self.location_of_frame[frame_index] = encoded = _varint(loc)
         return encoded
 
+
+def _pprof_samples(
+    out: ProtoMessage,
+    profile: SampleProfile,
+    metrics: list[PprofMetric],
+    label_set: set[str],
+    tables: _PprofTables,
+) -> None:
+    """One Sample per stack with a weight, leaf first, with its thread's labels."""
+    period = period_ns(profile)
+    strings = tables.strings
     for thread, stacks in _thread_stacks(profile):
         labels = ProtoMessage()
         if "thread" in label_set:
@@ -231,25 +273,18 @@ def to_pprof(
             if not any(values):
                 continue
             sample = ProtoMessage()
-            ids = [location_of_frame[i] or location(i) for i in reversed(stack.frames)]
+            ids = [tables.location(i) for i in reversed(stack.frames)]
             sample.raw(_SAMPLE_LOCATION_ID, b"".join(ids))
             sample.packed(_SAMPLE_VALUE, values)
             sample.data += labels.data
             out.message(_PROFILE_SAMPLE, sample)
 
-    # One mapping for the interpreter: it has functions, files and lines already, so pprof
-    # does not try to symbolize addresses.
-    out.message(
-        _PROFILE_MAPPING,
-        ProtoMessage()
-        .scalar(_MAPPING_ID, 1)
-        .scalar(_MAPPING_FILENAME, strings("python"))
-        .scalar(_MAPPING_HAS_FUNCTIONS, 1)
-        .scalar(_MAPPING_HAS_FILENAMES, 1)
-        .scalar(_MAPPING_HAS_LINE_NUMBERS, 1),
-    )
-    out.data += body.data
 
+def _pprof_header(
+    out: ProtoMessage, profile: SampleProfile, metrics: list[PprofMetric], strings: _Strings
+) -> None:
+    """The comments, the string table (complete once every other field has its ids), times,
+    period and default sample type."""
     comments = [f"leadline {__version__}: {profile.mode} mode at {profile.rate_hz:g} Hz"]
     comments.append(f"{profile.ticks} ticks, {profile.missed} missed, {profile.torn} torn")
     if not profile.complete:
@@ -265,10 +300,9 @@ def to_pprof(
     out.scalar(_PROFILE_TIME_NANOS, profile.start_unix_ns)
     out.scalar(_PROFILE_DURATION, profile.duration_ns)
     out.message(_PROFILE_PERIOD_TYPE, period_type)
-    out.scalar(_PROFILE_PERIOD, period)
+    out.scalar(_PROFILE_PERIOD, period_ns(profile))
     out.packed(_PROFILE_COMMENT, comment_ids)
     out.scalar(_PROFILE_DEFAULT_TYPE, default_id)
-    return gzip.compress(bytes(out.data), mtime=0)
 
 
 # -- speedscope -----------------------------------------------------------------------------
