@@ -43,14 +43,16 @@
 #define LL_WALK_ATTEMPTS 4
 #define LL_MAX_CODE_SIZE 256 /* sizeof(PyCodeObject) is 176-216 bytes in 3.10-3.15 */
 /* What a sample that cannot stand for where a thread's time went stands for ("fair samples",
- * below) is spread over the thread's last LL_RECENT fair samples, if the last was taken within
- * LL_RECENT_TICKS ticks; else it stays where it was found.  What a torn sample, or an idle
- * one's CPU time, stands for waits in the thread's pool when there is no recent fair sample:
- * its next fair samples take a quarter of it each (or its next sample found with no recent
- * fair one, all of it). */
+ * below) goes half to the thread's last fair samples (the newest LL_NEAR, or up to LL_RECENT
+ * for a late tick) and half to its pool, which its next fair samples take a quarter of each,
+ * if the last fair one was taken within LL_RECENT_TICKS ticks of the schedule (256: beside two
+ * CPU hogs and more, a window of 64 left the cpu-mode accuracy test's heaviest function 2.2
+ * points low once, its samples counted where they were found); else it stays where it was
+ * found, with what waited in the pool.  A torn sample, or an idle one's CPU time, goes to the
+ * last fair samples or the pool in the same way. */
 #define LL_RECENT 32
 #define LL_NEAR 4
-#define LL_RECENT_TICKS 64
+#define LL_RECENT_TICKS 256
 #define LL_POOL_SHARE 4
 /* A tick is on time when it began within this of the earliest a tick began lately (the
  * machine's own timer and wake-up latency: 2-20 us on bare metal, ~15 us on a VM).  The later a
@@ -183,6 +185,11 @@ typedef struct {
      * reallocate `targets` (a new child process) while the Python thread asks. */
     int alive_targets;
     int writer_open; /* `w` was opened: it must be closed before this object is freed */
+    /* In-process: the thread that started sampling, and its CPU time then.  Its CPU time counts
+     * from then, not from when the sampler thread first got a CPU to look at it (on a busy
+     * machine, a tenth of a second of the program's work later). */
+    pid_t creator_tid;
+    uint64_t creator_cpu_ns;
     int finished, closed, fork_pending, active;
 } Sampler;
 
@@ -451,7 +458,12 @@ static ThreadSlot *thread_slot(Sampler *S, Target *T, uint64_t ident, pid_t tid)
     }
     if (tid == T->pid) strcpy(name, "MainThread");
     t->cpu_ns = 0;
-    read_cpu_ns(t, &t->cpu_ns);
+    if (t->clock && tid == S->creator_tid) {
+        t->cpu_ns = S->creator_cpu_ns;
+        S->creator_tid = 0; /* once: a later thread with its tid is another thread */
+    } else {
+        read_cpu_ns(t, &t->cpu_ns);
+    }
     uint32_t nid = name[0] ? intern_str(S, name, strlen(name)) : 0;
     uint8_t rec[64], *p = rec;
     p = ll_put_varint(p, t->serial);
@@ -748,7 +760,8 @@ static void defer(Sampler *S, ThreadSlot *t, uint64_t cpu, uint64_t ticks, uint6
  * or a few over the LL_NEAR newest.  Further back, the weight of a short phase of the program
  * would go to the one before it (seen beside two CPU hogs, at 500 Hz: a phase of 0.6 s and the
  * 0.2 s one after it came out 2.7 to 7.7 times as long, median 3.9 in six runs, when a piece went
- * to any of the last 32 fair samples; 3.0 to 4.5, median 3.2, over the newest 4). */
+ * to any of the last 32 fair samples; 3.0 to 4.5, median 3.2, over the newest 4; and 2.5 to
+ * 4.0, median 3.6, against 3.4 to 132, median 4.5, once half went to the next fair samples). */
 static void spread(Sampler *S, ThreadSlot *t, uint64_t cpu, uint64_t ticks, uint64_t tick,
                    uint64_t now) {
     uint64_t n = t->nrecent < LL_RECENT ? t->nrecent : LL_RECENT;
@@ -901,8 +914,16 @@ static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
             slot->recent[slot->nrecent++ % LL_RECENT] = stack;
             slot->fair_tick = due_tick(S);
         } else if (recent_fair(S, slot)) {
+            /* Half to the latest fair samples, half to the next ones (the pool): a phase of
+             * the program gives as much to the one before it as it takes from the one after. */
+            uint64_t ticks = S->cpu_mode ? 0 : S->covers;
             S->deferred++;
-            spread(S, slot, cpu, S->cpu_mode ? 0 : S->covers, t, now);
+            /* An odd tick goes back or forward in turn; in wall mode a record is a tick. */
+            uint64_t back_ticks = ticks / 2 + ((ticks & 1) && (S->deferred & 1));
+            uint64_t back_cpu = S->cpu_mode || back_ticks ? cpu / 2 : 0;
+            if (back_cpu || back_ticks) spread(S, slot, back_cpu, back_ticks, t, now);
+            slot->pool_ns += cpu - back_cpu;
+            slot->pool_ticks += ticks - back_ticks;
             continue;
         } else {
             /* No fair sample lately: the machine is so busy that the thread is hardly ever
@@ -1328,6 +1349,13 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     S->subprocesses = subprocesses;
     S->max_depth = max_depth;
     S->in_process = pid == getpid();
+    if (S->in_process) {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+            S->creator_tid = (pid_t)syscall(SYS_gettid);
+            S->creator_cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        }
+    }
     S->rng = ll_monotonic_ns() | 1;
     S->frames = malloc(sizeof(FrameRef) * (size_t)max_depth);
     S->raw = malloc(sizeof(RawFrame) * (size_t)max_depth);
