@@ -49,7 +49,7 @@
  * CPU hogs and more, a window of 64 left the cpu-mode accuracy test's heaviest function 2.2
  * points low once, its samples counted where they were found); else it stays where it was
  * found, with what waited in the pool.  A torn sample, or an idle one's CPU time, goes to the
- * last fair samples or the pool in the same way. */
+ * last fair samples (with none lately, to the pool). */
 #define LL_RECENT 32
 #define LL_NEAR 4
 #define LL_RECENT_TICKS 256
