@@ -85,7 +85,8 @@ BUSY = """
 def test_run_profile_table_threads_and_behaviour(tmp_path: Path) -> None:
     """2 kHz: on a busy machine about one sample in six can stand for where the time went
     (docs/run.md, "Busy machines"); at 500 Hz that left some 25 in `cold`, too few to tell a
-    ratio of 4 from 2.5 now and then (seen once in seven runs beside two CPU hogs and other work)."""
+    ratio of 4 from 2.5 now and then (seen once in seven runs beside two CPU hogs and other
+    work)."""
     r, data = run_profile(tmp_path, BUSY, "--rate", "2000")
     assert r.returncode == 3
     assert r.stdout == "out: ünïcode\n"
