@@ -54,6 +54,7 @@ native = Extension(
         "src/leadline/_native/reader.c",
         "src/leadline/_native/procmem.c",
         "src/leadline/_native/sampler.c",
+        "src/leadline/_native/stackwalk.c",
         "src/leadline/_native/marks.c",
         "src/leadline/_native/probe.c",
     ],
@@ -61,6 +62,7 @@ native = Extension(
         "src/leadline/_native/leadline.h",
         "src/leadline/_native/compat.h",
         "src/leadline/_native/procmem.h",
+        "src/leadline/_native/stackwalk.h",
         "src/leadline/_native/layouts.h",
     ],
     extra_compile_args=[

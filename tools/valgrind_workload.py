@@ -8,10 +8,10 @@ does nothing fails here instead of passing valgrind unseen:
             fork() while recording (the writer and sampler threads joined and restarted)
   read      reader.c: the event decoder, the aggregator, the RSS timeline decoder, and damaged
             payloads fed to each
-  sample    sampler.c, procmem.c: leadline.profile in this process (with memory, a thread and a
-            fork), the same with --subprocesses finding a child Python, `attach` to another
-            Python process (inspect_process, the ELF symbol lookup, remote reads), line tables
-            and _Py_DebugOffsets tables, good and damaged
+  sample    sampler.c, stackwalk.c, procmem.c: leadline.profile in this process (with memory,
+            a thread and a fork), the same with --subprocesses finding a child Python, `attach`
+            to another Python process (inspect_process, the ELF symbol lookup, remote reads),
+            line tables and _Py_DebugOffsets tables, good and damaged
   marks     marks.c: mark/span/MarkHandler with nothing listening, then into a trace, a profile
             and a probe capture (Journal); long fields, long names, a full chunk
   probe     probe.c: Probes/ProbeRecorder counting line and function-entry probes (3.10/3.11:

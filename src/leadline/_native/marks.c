@@ -173,6 +173,39 @@ static pid_t current_tid(void) {
     return mark_tid;
 }
 
+/* The fields as a JSON object into `f`: `values` by the names in `keys`, else the str-keyed
+ * items of `dict`; {} if they do not fit. */
+static void put_fields(Buf *f, PyObject *const *values, PyObject *keys, PyObject *dict) {
+    put(f, "{", 1);
+    int first = 1;
+    if (keys) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) {
+            if (!first) put(f, ",", 1);
+            first = 0;
+            put_quoted(f, PyTuple_GET_ITEM(keys, i));
+            put(f, ":", 1);
+            put_json_value(f, values[i]);
+        }
+    } else if (dict && PyDict_Check(dict)) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(dict, &pos, &k, &v)) {
+            if (!PyUnicode_Check(k)) continue;
+            if (!first) put(f, ",", 1);
+            first = 0;
+            put_quoted(f, k);
+            put(f, ":", 1);
+            put_json_value(f, v);
+        }
+    }
+    put(f, "}", 1);
+    if (f->full) {
+        f->len = 2;
+        memcpy(f->p, "{}", 2);
+        f->full = 0;
+    }
+}
+
 /* Appends one record: varint t, varint tid, u8 kind, varint line, then name, file and the
  * fields' JSON, each as varint length + UTF-8 bytes. */
 static void record(int kind, PyObject *name, PyObject *file, long line, PyObject *const *values,
@@ -180,34 +213,7 @@ static void record(int kind, PyObject *name, PyObject *file, long line, PyObject
     uint64_t t = ll_ticks();
     uint8_t fields_buf[MARK_MAX_BYTES];
     Buf f = {fields_buf, 0, sizeof fields_buf, 0};
-    put(&f, "{", 1);
-    int first = 1;
-    if (keys) {
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) {
-            if (!first) put(&f, ",", 1);
-            first = 0;
-            put_quoted(&f, PyTuple_GET_ITEM(keys, i));
-            put(&f, ":", 1);
-            put_json_value(&f, values[i]);
-        }
-    } else if (dict && PyDict_Check(dict)) {
-        Py_ssize_t pos = 0;
-        PyObject *k, *v;
-        while (PyDict_Next(dict, &pos, &k, &v)) {
-            if (!PyUnicode_Check(k)) continue;
-            if (!first) put(&f, ",", 1);
-            first = 0;
-            put_quoted(&f, k);
-            put(&f, ":", 1);
-            put_json_value(&f, v);
-        }
-    }
-    put(&f, "}", 1);
-    if (f.full) {
-        f.len = 2;
-        memcpy(fields_buf, "{}", 2);
-        f.full = 0;
-    }
+    put_fields(&f, values, keys, dict);
     uint8_t rec_buf[MARK_MAX_BYTES + 4096];
     Buf r = {rec_buf, 0, sizeof rec_buf, 0};
     put_varint(&r, t);

@@ -510,7 +510,50 @@ int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
     return rc;
 }
 
-static int inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
+/* What the mappings tell of the interpreter besides LLPyInfo's fields. */
+typedef struct {
+    int name_major, name_minor; /* the version in a mapped file's name (0: none) */
+    int debug_build;            /* the interpreter's symbols are a Py_DEBUG build's */
+    int free_threaded;          /* its file's name is a free-threaded build's */
+} MappedPython;
+
+/* Whether `file`, mapped from `start` in the process, holds the interpreter (its ELF symbols
+ * give _PyRuntime): 0, with `info` filled from it; LL_E_PERM if its version could not be read
+ * for want of permission; LL_E_NOTPY if it does not. */
+static int interpreter_in(pid_t pid, const char *file, unsigned long start, LLPyInfo *info,
+                          MappedPython *m) {
+    int maj = 0, mn = version_from_name(file, &maj);
+    if (mn > 0 && !m->name_minor) {
+        m->name_major = maj;
+        m->name_minor = mn;
+    }
+    ElfSyms sy;
+    char rooted[4200];
+    snprintf(rooted, sizeof rooted, "/proc/%d/root%s", (int)pid, file);
+    if (elf_symbols(rooted, &sy) != 0 && elf_symbols(file, &sy) != 0) return LL_E_NOTPY;
+    uint64_t bias = start - sy.first_load;
+    m->debug_build = sy.debug_build;
+    m->free_threaded = free_threaded_name(file);
+    info->runtime = bias + sy.runtime;
+    info->code_type = bias + sy.code_type;
+    snprintf(info->path, sizeof info->path, "%s", file);
+    info->minor = mn > 0 ? mn : 0;
+    if (sy.version) {
+        uint64_t hex = 0;
+        int err = ll_mem_read_raw(pid, bias + sy.version, &hex, sizeof hex);
+        if (err == EPERM || err == EACCES) return LL_E_PERM;
+        if (!err) {
+            info->minor = (int)((hex >> 16) & 0xFF);
+            m->name_major = (int)((hex >> 24) & 0xFF);
+        }
+    }
+    return 0;
+}
+
+/* The first phase: the python executable or libpython among the process's mappings, its
+ * symbols' addresses and its version.  0, or LL_E_* with a one-line reason in `why`. */
+static int find_interpreter(pid_t pid, LLPyInfo *info, MappedPython *m, char *why,
+                            size_t whylen) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
     FILE *maps = fopen(path, "re");
@@ -525,7 +568,7 @@ static int inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
     }
     char line[4600];
     char seen[8][4096];
-    int nseen = 0, name_major = 0, name_minor = 0, debug_build = 0, name_ft = 0;
+    int nseen = 0;
     int rc = LL_E_NOTPY;
     while (fgets(line, sizeof line, maps)) {
         unsigned long start, end, offset;
@@ -544,36 +587,8 @@ static int inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
         for (int i = 0; i < nseen; i++) dup |= !strcmp(seen[i], file);
         if (dup || nseen >= 8 || strlen(file) >= sizeof seen[0]) continue;
         strcpy(seen[nseen++], file);
-        int maj = 0, mn = version_from_name(file, &maj);
-        if (mn > 0 && !name_minor) {
-            name_major = maj;
-            name_minor = mn;
-        }
-        ElfSyms sy;
-        char rooted[4200];
-        snprintf(rooted, sizeof rooted, "/proc/%d/root%s", (int)pid, file);
-        if (elf_symbols(rooted, &sy) != 0 && elf_symbols(file, &sy) != 0) continue;
-        uint64_t bias = start - sy.first_load;
-        debug_build = sy.debug_build;
-        name_ft = free_threaded_name(file);
-        info->runtime = bias + sy.runtime;
-        info->code_type = bias + sy.code_type;
-        snprintf(info->path, sizeof info->path, "%s", file);
-        info->minor = mn > 0 ? mn : 0;
-        if (sy.version) {
-            uint64_t hex = 0;
-            int err = ll_mem_read_raw(pid, bias + sy.version, &hex, sizeof hex);
-            if (err == EPERM || err == EACCES) {
-                rc = LL_E_PERM;
-                break;
-            }
-            if (!err) {
-                info->minor = (int)((hex >> 16) & 0xFF);
-                name_major = (int)((hex >> 24) & 0xFF);
-            }
-        }
-        rc = 0;
-        break;
+        rc = interpreter_in(pid, file, start, info, m);
+        if (rc != LL_E_NOTPY) break;
     }
     fclose(maps);
     if (rc == LL_E_PERM) {
@@ -581,9 +596,9 @@ static int inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
         return rc;
     }
     if (rc != 0) {
-        if (name_minor) {
+        if (m->name_minor) {
             char v[32];
-            snprintf(v, sizeof v, "%d.%d", name_major, name_minor);
+            snprintf(v, sizeof v, "%d.%d", m->name_major, m->name_minor);
             if (why && whylen)
                 snprintf(why, whylen,
                          "process %ld runs Python %s, which leadline does not support "
@@ -595,20 +610,27 @@ static int inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
             "executable with _PyRuntime is mapped)", "", (long)pid);
         return LL_E_NOTPY;
     }
-    if (name_major && name_major != 3) info->minor = 0;
+    return 0;
+}
+
+/* The second: whether leadline can sample that Python.  0, or LL_E_VERSION with a one-line
+ * reason in `why`. */
+static int check_version(pid_t pid, LLPyInfo *info, const MappedPython *m, char *why,
+                         size_t whylen) {
+    if (m->name_major && m->name_major != 3) info->minor = 0;
     const LLLayout *compiled = ll_layout(info->minor);
     int newest = ll_layouts[LL_NLAYOUTS - 1].minor;
-    if ((name_major && name_major != 3) || info->minor < 10 ||
+    if ((m->name_major && m->name_major != 3) || info->minor < 10 ||
         (!compiled && info->minor < ll_debug_slots[0].minor)) {
         if (why && whylen)
             snprintf(why, whylen,
                      "process %ld runs Python %d.%d, which leadline does not support "
                      "(3.10 to 3.%d)",
-                     (long)pid, name_major ? name_major : 3, name_minor ? name_minor : info->minor,
-                     newest);
+                     (long)pid, m->name_major ? m->name_major : 3,
+                     m->name_minor ? m->name_minor : info->minor, newest);
         return LL_E_VERSION;
     }
-    if (name_ft) {
+    if (m->free_threaded) {
         if (why && whylen)
             snprintf(why, whylen,
                      "process %ld runs a free-threaded build of Python 3.%d (%s), "
@@ -616,6 +638,12 @@ static int inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
                      (long)pid, info->minor, info->path);
         return LL_E_VERSION;
     }
+    return 0;
+}
+
+/* The third: the offsets to read the interpreter with, into info->layout.  0, or LL_E_* with a
+ * one-line reason in `why`. */
+static int read_layout(pid_t pid, LLPyInfo *info, int debug_build, char *why, size_t whylen) {
     /* One read of _PyRuntime: it proves the process readable and, from 3.13 on, holds the
      * _Py_DebugOffsets table first (as long as the longest one leadline knows). */
     int published = info->minor >= ll_debug_slots[0].minor;
@@ -645,7 +673,7 @@ static int inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
                          (long)pid, info->minor);
             return LL_E_VERSION;
         }
-        info->layout = *compiled;
+        info->layout = *ll_layout(info->minor); /* check_version made sure there is one */
         info->source = LL_LAYOUT_COMPILED;
     } else {
         if (err) {
@@ -661,6 +689,14 @@ static int inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
         }
     }
     return 0;
+}
+
+static int inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
+    MappedPython m = {0};
+    int rc = find_interpreter(pid, info, &m, why, whylen);
+    if (!rc) rc = check_version(pid, info, &m, why, whylen);
+    if (!rc) rc = read_layout(pid, info, m.debug_build, why, whylen);
+    return rc;
 }
 
 /* glibc keeps a thread's kernel id inside its struct pthread, whose address is the pthread_t

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "layouts.h"
@@ -31,6 +32,18 @@ void ll_mem_forget(LLMem *m); /* the cached pages are stale from now on */
 int ll_mem_read(LLMem *m, uint64_t addr, void *buf, size_t n);      /* 0 or an errno */
 int ll_mem_read_raw(pid_t pid, uint64_t addr, void *buf, size_t n); /* uncached */
 size_t ll_mem_read_many(pid_t pid, const uint64_t *addrs, size_t n, uint8_t *out, size_t size);
+
+/* A field of a block read from the process, at any alignment. */
+static inline uint64_t ll_rd64(const uint8_t *b, int off) {
+    uint64_t v;
+    memcpy(&v, b + off, 8);
+    return v;
+}
+static inline int32_t ll_rd32(const uint8_t *b, int off) {
+    int32_t v;
+    memcpy(&v, b + off, 4);
+    return v;
+}
 
 /* A str object's text as UTF-8 (NUL-terminated); its length, or -1.  A lone surrogate is
  * written as the text \udXXX; a string longer than `cap` allows is cut, and ends with U+2026. */

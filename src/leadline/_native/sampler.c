@@ -2,14 +2,16 @@
  * thread of one or more processes (its own, or others) and writes them as SAMPLES chunks.
  *
  * It never takes the GIL and never stops the target: the interpreter state is read with
- * process_vm_readv (procmem.c) while the target runs.  A stack can change while it is read; a
- * walk whose frames do not check out (a code pointer that is not a code object, an instruction
- * outside its code, a read that faults, a chain that does not end) is read again and, if it
- * keeps failing, counted as torn and dropped.  Nothing here can crash or block the program.
+ * process_vm_readv (procmem.c) while the target runs, and each thread's stack is walked by
+ * stackwalk.c.  A stack can change while it is read; a walk whose frames do not check out (a
+ * code pointer that is not a code object, an instruction outside its code, a read that faults,
+ * a chain that does not end) is read again and, if it keeps failing, counted as torn and
+ * dropped.  Nothing here can crash or block the program.
  *
  * Output (docs/format.md): functions as FUNCS records (the tracer's layout), stacks as STACKS
- * records (parent stack, function, instruction offset), threads as TASKS records, samples as
- * SAMPLES chunks.  Lines are resolved from the offsets when the capture is read. */
+ * records (parent stack, function, instruction offset), both defined by stackwalk.c, threads as
+ * TASKS records, samples as SAMPLES chunks.  Lines are resolved from the offsets when the
+ * capture is read. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
@@ -26,22 +28,15 @@
 
 #include "leadline.h"
 #include "procmem.h"
+#include "stackwalk.h"
 
-/* A frame whose owner is at least this is not a Python function's: 3.12/3.13 FRAME_OWNED_BY_CSTACK
- * (3), 3.14+ FRAME_OWNED_BY_INTERPRETER (3) and FRAME_OWNED_BY_CSTACK (4); 3.11 has none. */
-#define LL_FIRST_OWNER_NOT_PYTHON 3
-/* 3.14+ keep what a frame runs as a _PyStackRef: the object's address with tag bits in the low
- * bits (objects are at least 8-byte aligned, so clearing them is right on every version). */
-#define LL_STACKREF_TAGS ((uint64_t)7)
 #define LL_MAX_THREADS_PER_TICK 512
-#define LL_MAX_STR 4096
 #define LL_SCAN_NS 100000000u   /* look for new child processes every 100 ms */
 #define LL_FLUSH_NS 1000000000u /* a partly filled chunk reaches the file within 1 s */
 /* A busy thread pushes and pops frames every 100 ns or so, so the innermost frame often moves
  * between reading the pointer to it and reading it (a system call apart): such a walk is read
  * again, at most this many times in all, before the sample counts as torn. */
 #define LL_WALK_ATTEMPTS 4
-#define LL_MAX_CODE_SIZE 256 /* sizeof(PyCodeObject) is 176-216 bytes in 3.10-3.15 */
 /* What a sample that cannot stand for where a thread's time went stands for ("fair samples",
  * below) goes half to the thread's last fair samples (the newest LL_NEAR, or up to LL_RECENT
  * for a late tick) and half to its pool, which its next fair samples take a quarter of each,
@@ -69,12 +64,6 @@
 enum { SF_IDLE = 1, SF_RSS = 2, SF_TRUNCATED = 4 };
 
 typedef struct {
-    uint64_t addr, filename, name;
-    int32_t firstline;
-    uint32_t func; /* 0: empty slot */
-} CodeSlot;
-
-typedef struct {
     uint64_t ident; /* the thread's pthread_t, as CPython stores it */
     pid_t tid;
     uint32_t serial;
@@ -94,44 +83,16 @@ typedef struct {
 
 typedef struct {
     pid_t pid;
-    LLLayout layout; /* the offsets this target is read with (LLPyInfo.layout) */
-    uint64_t runtime, code_type;
-    LLMem mem;
+    LLProc proc; /* how it is read: its layout, memory, code objects */
+    uint64_t runtime;
     int statm_fd;
     uint64_t rss_pages;
     int have_rss;
     ThreadSlot *threads;
     int nthreads, cthreads;
-    CodeSlot *codes;
-    size_t ncodes, ccodes; /* ccodes: a power of two */
     int dead;
     int failures; /* ticks in a row in which the interpreter could not be read */
 } Target;
-
-typedef struct {
-    uint32_t parent, func, off, id;
-} StackSlot;
-
-typedef struct {
-    uint64_t hash;
-    uint32_t id, len;
-    char *s;
-} StrSlot;
-
-typedef struct {
-    uint32_t func, off;
-} FrameRef;
-
-typedef struct {
-    uint64_t addr;
-    uint32_t gen;
-} VisitSlot;
-
-typedef struct {
-    uint64_t code;
-    int64_t instr;         /* instruction pointer (3.11+) or f_lasti (3.10) */
-    int slot;              /* its index among the walk's code objects read */
-} RawFrame;
 
 typedef struct {
     ThreadSlot *slot;
@@ -151,26 +112,16 @@ typedef struct {
     pthread_cond_t cv;
     int thread_started, stopping;
     uint64_t interval_ns;
-    int cpu_mode, memory, subprocesses, max_depth, in_process;
+    int cpu_mode, memory, subprocesses, in_process;
     Target *targets;
     int ntargets, ctargets;
     pid_t *known; /* descendants seen (Python or not), for --subprocesses */
     size_t nknown, cknown;
-    StrSlot *strs;
-    size_t nstrs, cstrs;
-    StackSlot *stacks;
-    size_t nstacks, cstacks;
-    uint32_t next_str, next_func, next_stack, next_serial;
+    LLStacks st; /* the walk, and the strings and stacks defined */
+    uint32_t next_serial;
     LLChunk *chunk;
     uint64_t chunk_prev_t, chunk_started_ns;
     uint64_t chunk_first; /* samples when the chunk began */
-    FrameRef *frames;
-    RawFrame *raw;
-    uint64_t *uniq;   /* distinct code objects of a walk */
-    uint8_t *codebuf; /* their first bytes, LL_MAX_CODE_SIZE each */
-    VisitSlot *visited; /* frames of the current walk: a power of two > 2 x max_depth */
-    size_t nvisited;
-    uint32_t visit_gen;
     Pending *pending;
     uint64_t ticks, samples, missed, torn, retried, truncated, deferred;
     uint64_t sampler_cpu_ns, t_end, last_scan_ns, rng, fork_ns;
@@ -198,14 +149,8 @@ typedef struct {
 static pthread_mutex_t sampler_lock = PTHREAD_MUTEX_INITIALIZER;
 static Sampler *active_sampler;
 
-/* ---- interning ---- */
-
-static uint64_t fnv(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603u;
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211u;
-    return h | 1;
-}
-
+/* An array of `elem`-byte items with room for at least `want` (it doubles); -1 if out of
+ * memory. */
 static int grow(void **arr, size_t *cap, size_t elem, size_t want) {
     if (want <= *cap) return 0;
     size_t nc = *cap ? *cap : 64;
@@ -215,175 +160,6 @@ static int grow(void **arr, size_t *cap, size_t elem, size_t want) {
     *arr = n;
     *cap = nc;
     return 0;
-}
-
-static void define(Sampler *S, uint8_t kind, const uint8_t *rec, size_t n) {
-    ll_writer_define(&S->w, kind, rec, n);
-}
-
-/* Open addressing; the table doubles at half full.  Returns the id, 0 if out of memory. */
-static uint32_t intern_str(Sampler *S, const char *s, size_t n) {
-    if (S->nstrs * 2 >= S->cstrs) {
-        size_t nc = S->cstrs ? S->cstrs * 2 : 1024;
-        StrSlot *t = calloc(nc, sizeof *t);
-        if (!t) return 0;
-        for (size_t i = 0; i < S->cstrs; i++) {
-            if (!S->strs[i].id) continue;
-            size_t j = S->strs[i].hash & (nc - 1);
-            while (t[j].id) j = (j + 1) & (nc - 1);
-            t[j] = S->strs[i];
-        }
-        free(S->strs);
-        S->strs = t;
-        S->cstrs = nc;
-    }
-    uint64_t h = fnv(s, n);
-    size_t j = h & (S->cstrs - 1);
-    for (; S->strs[j].id; j = (j + 1) & (S->cstrs - 1)) {
-        StrSlot *e = &S->strs[j];
-        if (e->hash == h && e->len == n && !memcmp(e->s, s, n)) return e->id;
-    }
-    char *copy = malloc(n + 1);
-    uint8_t *rec = malloc(n + 20);
-    if (!copy || !rec) {
-        free(copy);
-        free(rec);
-        return 0;
-    }
-    memcpy(copy, s, n);
-    uint32_t id = ++S->next_str;
-    S->strs[j] = (StrSlot){h, id, (uint32_t)n, copy};
-    S->nstrs++;
-    uint8_t *p = ll_put_varint(rec, id);
-    p = ll_put_varint(p, n);
-    memcpy(p, s, n);
-    define(S, LL_CHUNK_STRINGS, rec, (size_t)(p - rec) + n);
-    free(rec);
-    return id;
-}
-
-static uint32_t intern_stack(Sampler *S, uint32_t parent, uint32_t func, uint32_t off) {
-    if (S->nstacks * 2 >= S->cstacks) {
-        size_t nc = S->cstacks ? S->cstacks * 2 : 4096;
-        StackSlot *t = calloc(nc, sizeof *t);
-        if (!t) return 0;
-        for (size_t i = 0; i < S->cstacks; i++) {
-            StackSlot e = S->stacks[i];
-            if (!e.id) continue;
-            size_t j = fnv((const char *)&e, 12) & (nc - 1);
-            while (t[j].id) j = (j + 1) & (nc - 1);
-            t[j] = e;
-        }
-        free(S->stacks);
-        S->stacks = t;
-        S->cstacks = nc;
-    }
-    StackSlot key = {parent, func, off, 0};
-    size_t j = fnv((const char *)&key, 12) & (S->cstacks - 1);
-    for (; S->stacks[j].id; j = (j + 1) & (S->cstacks - 1)) {
-        StackSlot *e = &S->stacks[j];
-        if (e->parent == parent && e->func == func && e->off == off) return e->id;
-    }
-    key.id = ++S->next_stack;
-    S->stacks[j] = key;
-    S->nstacks++;
-    uint8_t rec[40], *p = rec;
-    p = ll_put_varint(p, key.id);
-    p = ll_put_varint(p, parent);
-    p = ll_put_varint(p, func);
-    p = ll_put_varint(p, off);
-    define(S, LL_CHUNK_STACKS, rec, (size_t)(p - rec));
-    return key.id;
-}
-
-/* ---- functions ---- */
-
-static uint64_t rd64(const uint8_t *b, int off) {
-    uint64_t v;
-    memcpy(&v, b + off, 8);
-    return v;
-}
-static int32_t rd32(const uint8_t *b, int off) {
-    int32_t v;
-    memcpy(&v, b + off, 4);
-    return v;
-}
-
-static void define_func(Sampler *S, Target *T, uint32_t id, uint64_t filename, uint64_t name,
-                        long firstline, uint64_t linetable) {
-    const LLLayout *L = &T->layout;
-    char *text = malloc(LL_MAX_STR * 4 + 1);
-    if (!text) return;
-    long n = ll_read_str(&T->mem, L, filename, text, LL_MAX_STR * 4 + 1);
-    uint32_t fs = intern_str(S, n >= 0 ? text : "<unknown>", n >= 0 ? (size_t)n : 9);
-    n = ll_read_str(&T->mem, L, name, text, LL_MAX_STR * 4 + 1);
-    uint32_t ns = intern_str(S, n >= 0 ? text : "<unknown>", n >= 0 ? (size_t)n : 9);
-    free(text);
-    uint8_t hdr[48];
-    uint8_t *raw = NULL;
-    LLLinePoint *pts = NULL;
-    size_t npts = 0;
-    int64_t len = 0;
-    if (linetable && !ll_mem_read(&T->mem, linetable, hdr, (size_t)L->bytes_sval)) {
-        memcpy(&len, hdr + L->bytes_size, 8);
-        if (len > 0 && len < (1 << 20) && (raw = malloc((size_t)len)) &&
-            !ll_mem_read(&T->mem, linetable + (uint64_t)L->bytes_sval, raw, (size_t)len) &&
-            (pts = malloc(sizeof *pts * (size_t)len)))
-            npts = ll_decode_linetable(L->minor, firstline, raw, (size_t)len, pts, (size_t)len);
-    }
-    uint8_t *rec = malloc(LL_FUNC_RECORD_MAX(npts));
-    if (rec) {
-        define(S, LL_CHUNK_FUNCS, rec, ll_encode_func(rec, id, 0, fs, ns, firstline, pts, npts));
-        free(rec);
-    }
-    free(raw);
-    free(pts);
-}
-
-static size_t code_hash(uint64_t addr, size_t cap) {
-    return (size_t)((addr >> 4) * 0x9E3779B97F4A7C15u >> 20) & (cap - 1);
-}
-
-/* The function id of the code object at `code`, whose first code_size bytes are `cb`; *units
- * is its length in code units (-1 if the version does not say).  0: not a code object;
- * UINT32_MAX: out of memory. */
-static uint32_t code_func(Sampler *S, Target *T, uint64_t code, const uint8_t *cb,
-                          int64_t *units) {
-    const LLLayout *L = &T->layout;
-    if (rd64(cb, 8) != T->code_type) return 0;
-    uint64_t filename = rd64(cb, L->code_filename);
-    uint64_t name = rd64(cb, L->code_qualname >= 0 ? L->code_qualname : L->code_name);
-    int32_t firstline = rd32(cb, L->code_firstlineno);
-    *units = L->code_adaptive >= 0 ? (int64_t)rd64(cb, 16) : -1;
-    if (T->ncodes * 2 >= T->ccodes) {
-        size_t nc = T->ccodes ? T->ccodes * 2 : 1024;
-        CodeSlot *t = calloc(nc, sizeof *t);
-        if (!t) return UINT32_MAX;
-        for (size_t i = 0; i < T->ccodes; i++) {
-            if (!T->codes[i].func) continue;
-            size_t j = code_hash(T->codes[i].addr, nc);
-            while (t[j].func) j = (j + 1) & (nc - 1);
-            t[j] = T->codes[i];
-        }
-        free(T->codes);
-        T->codes = t;
-        T->ccodes = nc;
-    }
-    size_t j = code_hash(code, T->ccodes);
-    for (; T->codes[j].func; j = (j + 1) & (T->ccodes - 1)) {
-        CodeSlot *e = &T->codes[j];
-        if (e->addr != code) continue;
-        if (e->filename == filename && e->name == name && e->firstline == firstline) {
-            return e->func;
-        }
-        /* The address now holds another code object: define it anew in this slot. */
-        break;
-    }
-    uint32_t id = ++S->next_func;
-    if (!T->codes[j].func) T->ncodes++;
-    T->codes[j] = (CodeSlot){code, filename, name, firstline, id};
-    define_func(S, T, id, filename, name, firstline, rd64(cb, L->code_linetable));
-    return id;
 }
 
 /* ---- threads ---- */
@@ -464,14 +240,14 @@ static ThreadSlot *thread_slot(Sampler *S, Target *T, uint64_t ident, pid_t tid)
     } else {
         read_cpu_ns(t, &t->cpu_ns);
     }
-    uint32_t nid = name[0] ? intern_str(S, name, strlen(name)) : 0;
+    uint32_t nid = name[0] ? ll_intern_str(&S->st, name, strlen(name)) : 0;
     uint8_t rec[64], *p = rec;
     p = ll_put_varint(p, t->serial);
     p = ll_put_varint(p, (uint64_t)T->pid);
     p = ll_put_varint(p, (uint64_t)(tid > 0 ? tid : 0));
     p = ll_put_varint(p, ident);
     p = ll_put_varint(p, nid);
-    define(S, LL_CHUNK_TASKS, rec, (size_t)(p - rec));
+    ll_writer_define(&S->w, LL_CHUNK_TASKS, rec, (size_t)(p - rec));
     return t;
 }
 
@@ -492,144 +268,6 @@ static void forget_threads(Sampler *S, Target *T, uint64_t tick) {
         T->threads[k++] = *t;
     }
     T->nthreads = k;
-}
-
-/* ---- one stack ---- */
-
-enum { WALK_OK = 0, WALK_TORN = 1 };
-
-/* Marks a frame as seen in this walk; 0 if it already was.  A chain read while the thread
- * pushes and pops frames can loop back on itself. */
-static int visit(Sampler *S, uint64_t frame) {
-    size_t mask = S->nvisited - 1;
-    for (size_t j = (size_t)((frame >> 3) * 0x9E3779B97F4A7C15u >> 24) & mask;;
-         j = (j + 1) & mask) {
-        VisitSlot *v = &S->visited[j];
-        if (v->gen != S->visit_gen) {
-            *v = (VisitSlot){frame, S->visit_gen};
-            return 1;
-        }
-        if (v->addr == frame) return 0;
-    }
-}
-
-/* Whether a frame read in a walk can be part of a running stack.  A generator's frame has a
- * caller only while it runs: suspended (or made and not yet started) its link to one is
- * cleared.  3.10's frame objects are also reused: one nothing refers to is dead, the zombie its
- * code keeps for the next call (its f_back stale) or one on the free list (linked through
- * f_back, its f_code stale).  A walk that reaches any of these was reading a stack that has
- * moved on (a frame popped, its memory reused, pages read at different moments); followed, it
- * joins pieces of stacks into one that never was (seen: `down` under `churn` under 127 `down`s
- * that recurse at most 50 deep; stacks that start at a generator).  On 3.10, callers are
- * running (or returning or unwinding, when a trace function or __del__ runs from there); the
- * innermost frame may also be just made, not yet running. */
-static int live_frame(const LLLayout *L, const uint8_t *fb, uint64_t prev, int innermost) {
-    enum { OWNED_BY_GENERATOR = 1, CREATED = -2, EXECUTING = 0, RAISED = 3 };
-    if (L->frame_owner >= 0) return fb[L->frame_owner] != OWNED_BY_GENERATOR || prev != 0;
-    if (L->frame_refcnt < 0) return 1;
-    if (rd64(fb, L->frame_refcnt) == 0) return 0;
-    int state = (int8_t)fb[L->frame_state];
-    int running = state >= EXECUTING && state <= RAISED;
-    if (rd64(fb, L->frame_gen)) return running && prev != 0;
-    return running || (innermost && state == CREATED);
-}
-
-/* Walks the frame chain from `frame` (innermost) into S->frames; *n frames.  First the frames
- * (through the page cache: 3.11+ frames sit next to each other), then the code objects they
- * run, all in one system call, then the checks. */
-static int walk(Sampler *S, Target *T, uint64_t frame, int *n, int *truncated) {
-    const LLLayout *L = &T->layout;
-    int need = L->frame_previous;
-    if (L->frame_code > need) need = L->frame_code;
-    if (L->frame_instr > need) need = L->frame_instr;
-    if (L->frame_owner > need) need = L->frame_owner;
-    if (L->frame_refcnt > need) need = L->frame_refcnt;
-    if (L->frame_state > need) need = L->frame_state;
-    if (L->frame_gen > need) need = L->frame_gen;
-    need += 8;
-    uint8_t fb[128];
-    int depth = 0, steps = 0;
-    *n = 0;
-    *truncated = 0;
-    if (++S->visit_gen == 0) {
-        memset(S->visited, 0, sizeof(VisitSlot) * S->nvisited);
-        S->visit_gen = 1;
-    }
-    while (frame) {
-        /* Frames skipped (3.11+ C-stack entries) count too: the visited table stays sparse. */
-        if (depth >= S->max_depth || steps >= 2 * S->max_depth) {
-            *truncated = 1;
-            break;
-        }
-        int innermost = steps++ == 0;
-        if (!visit(S, frame)) return WALK_TORN; /* a cycle: frames were reused under us */
-        if ((size_t)need > sizeof fb || ll_mem_read(&T->mem, frame, fb, (size_t)need))
-            return WALK_TORN;
-        uint64_t code = rd64(fb, L->frame_code) & ~LL_STACKREF_TAGS;
-        uint64_t prev = rd64(fb, L->frame_previous);
-        if (!live_frame(L, fb, prev, innermost)) return WALK_TORN;
-        frame = prev;
-        if (L->frame_owner >= 0 && fb[L->frame_owner] >= LL_FIRST_OWNER_NOT_PYTHON) continue;
-        if (!code) {
-            if (L->minor < 13) return WALK_TORN;
-            continue;
-        }
-        int64_t instr = L->code_adaptive < 0 ? rd32(fb, L->frame_instr) /* 3.10: f_lasti */
-                                              : (int64_t)rd64(fb, L->frame_instr);
-        S->raw[depth++] = (RawFrame){code, instr};
-    }
-    /* One read of every distinct code object of the stack (recursion repeats them), each
-     * sample: a code object freed (a module's, after its import) and another one made at its
-     * address (imports make many) must not be named as the old one, even for a moment. */
-    size_t csize = (size_t)L->code_size;
-    if (csize > LL_MAX_CODE_SIZE) return WALK_TORN;
-    int nu = 0;
-    for (int i = 0; i < depth; i++) {
-        RawFrame *r = &S->raw[i];
-        r->slot = -1;
-        int k = i > 0 && S->raw[i - 1].code == r->code ? S->raw[i - 1].slot : -1;
-        for (int u = nu - 1; k < 0 && u >= 0 && u >= nu - 64; u--)
-            if (S->uniq[u] == r->code) k = u;
-        if (k < 0) {
-            k = nu;
-            S->uniq[nu++] = r->code;
-        }
-        r->slot = k;
-    }
-    if (nu && ll_mem_read_many(T->mem.pid, S->uniq, (size_t)nu, S->codebuf, csize) != (size_t)nu)
-        return WALK_TORN;
-    for (int i = 0; i < depth; i++) {
-        const RawFrame *r = &S->raw[i];
-        int64_t units = -1;
-        uint32_t func = code_func(S, T, r->code, S->codebuf + (size_t)r->slot * csize, &units);
-        if (func == UINT32_MAX) return WALK_TORN;
-        if (func == 0) {
-            /* 3.13 frames may run something that is not a code object; before, it is torn. */
-            if (L->minor < 13) return WALK_TORN;
-            continue;
-        }
-        int64_t off = r->instr;
-        if (L->code_adaptive >= 0) {
-            /* In unsigned arithmetic: a torn read may give any instruction pointer, and the
-             * signed difference could overflow (undefined; the range check below rejects it). */
-            off = (int64_t)((uint64_t)r->instr - (r->code + (uint64_t)L->code_adaptive)) / 2;
-            if (units >= 0 && (off < -1 || off > units)) return WALK_TORN;
-        }
-        if (off < 0) off = 0;
-        S->frames[(*n)++] = (FrameRef){func, (uint32_t)off};
-    }
-    return WALK_OK;
-}
-
-static uint64_t top_frame(Target *T, const uint8_t *ts, int *ok) {
-    const LLLayout *L = &T->layout;
-    uint64_t f = rd64(ts, L->tstate_frame);
-    if (L->cframe_current_frame >= 0 && f) {
-        uint64_t cur = 0;
-        if (ll_mem_read(&T->mem, f + (uint64_t)L->cframe_current_frame, &cur, 8)) *ok = 0;
-        f = cur;
-    }
-    return f;
 }
 
 /* ---- output ---- */
@@ -800,33 +438,176 @@ static void target_gone(Sampler *S, Target *T, uint64_t tick) {
 
 /* ---- one tick of one process ---- */
 
-static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
-    const LLLayout *L = &T->layout;
-    ll_mem_forget(&T->mem);
-    uint64_t interp = 0, tstate = 0;
-    int err = ll_mem_read(&T->mem, T->runtime + (uint64_t)L->runtime_interpreters_head, &interp, 8);
-    if (!err && interp)
-        err = ll_mem_read(&T->mem, interp + (uint64_t)L->interp_threads_head, &tstate, 8);
+/* The first thread state of the target's interpreter into *tstate (0: it has none); -1 if the
+ * interpreter could not be read, or the process has ended. */
+static int first_thread(Sampler *S, Target *T, uint64_t t, uint64_t *tstate) {
+    const LLLayout *L = &T->proc.layout;
+    LLMem *m = &T->proc.mem;
+    uint64_t interp = 0;
+    int err = ll_mem_read(m, T->runtime + (uint64_t)L->runtime_interpreters_head, &interp, 8);
+    if (!err && interp) err = ll_mem_read(m, interp + (uint64_t)L->interp_threads_head, tstate, 8);
     if (err == ESRCH) { /* gone, or a zombie: it has ended */
         target_gone(S, T, t);
-        return;
+        return -1;
     }
     if (err || !interp) {
         T->failures++;
-        return;
+        return -1;
     }
     T->failures = 0;
+    return 0;
+}
+
+/* The bytes of a thread state the sampler reads: up to the last of the fields it looks at. */
+static int tstate_size(const LLLayout *L) {
     int ts_size = L->tstate_thread_id;
     if (L->tstate_native_thread_id > ts_size) ts_size = L->tstate_native_thread_id;
     if (L->tstate_frame > ts_size) ts_size = L->tstate_frame;
     if (L->tstate_next > ts_size) ts_size = L->tstate_next;
-    ts_size += 8;
+    return ts_size + 8;
+}
+
+/* The slot of the thread whose state is `ts`; NULL if out of memory. */
+static ThreadSlot *thread_of(Sampler *S, Target *T, const uint8_t *ts, int tid_off) {
+    const LLLayout *L = &T->proc.layout;
+    uint64_t ident = ll_rd64(ts, L->tstate_thread_id);
+    pid_t tid = 0;
+    if (L->tstate_native_thread_id >= 0) {
+        tid = (pid_t)ll_rd64(ts, L->tstate_native_thread_id);
+    } else if (tid_off >= 0 && ident) {
+        int32_t v = 0;
+        if (!ll_mem_read(&T->proc.mem, ident + (uint64_t)tid_off, &v, 4)) tid = v;
+    }
+    return thread_slot(S, T, ident, tid);
+}
+
+/* Walks the thread's stack, reading its thread state (`ts`, ts_size bytes, read at `tstate`)
+ * again before each further attempt.  *gone: the process ended meanwhile. */
+static int walk_thread(Sampler *S, Target *T, uint64_t tstate, uint8_t *ts, size_t ts_size,
+                       int *n, int *truncated, int *gone) {
+    int status = LL_WALK_TORN;
+    for (int attempt = 0; attempt < LL_WALK_ATTEMPTS && status != LL_WALK_OK; attempt++) {
+        if (attempt) {
+            S->retried++;
+            ll_mem_forget(&T->proc.mem);
+            int rerr = ll_mem_read(&T->proc.mem, tstate, ts, ts_size);
+            *gone = rerr == ESRCH;
+            if (rerr) break;
+        }
+        int ok = 1;
+        uint64_t frame = ll_top_frame(&T->proc, ts, &ok);
+        status = ok ? ll_walk_stack(&S->st, &T->proc, frame, n, truncated) : LL_WALK_TORN;
+    }
+    return status;
+}
+
+/* What the sample just read stands for ("fair samples", above), into *p, which comes with the
+ * thread's CPU time since its previous sample and the ticks this one covers: 1 if *p is to be
+ * written, 0 if it went to the thread's other samples or pool. */
+static int weigh(Sampler *S, ThreadSlot *slot, int idle, int is_fair, uint64_t t, uint64_t now,
+                 Pending *p) {
+    uint64_t cpu = p->cpu;
+    if (idle) {
+        /* Where a thread waits is where it waits, whenever it is read; what little CPU it
+         * used since its previous sample goes as an unfair sample's. */
+        p->flags |= SF_IDLE;
+        defer(S, slot, cpu, 0, t, now);
+        p->cpu = 0;
+        return !S->cpu_mode;
+    }
+    if (is_fair) {
+        uint64_t share_ns = (slot->pool_ns + LL_POOL_SHARE - 1) / LL_POOL_SHARE;
+        uint64_t share_ticks = (slot->pool_ticks + LL_POOL_SHARE - 1) / LL_POOL_SHARE;
+        p->cpu += share_ns;
+        p->repeat += share_ticks;
+        slot->pool_ns -= share_ns;
+        slot->pool_ticks -= share_ticks;
+        slot->recent[slot->nrecent++ % LL_RECENT] = p->stack;
+        slot->fair_tick = due_tick(S);
+        return 1;
+    }
+    if (!recent_fair(S, slot)) {
+        /* No fair sample lately: the machine is so busy that the thread is hardly ever seen
+         * running on time.  What it stands for stays where it was found, with what waited in
+         * the pool: given to fair samples further away in time, it would go to another phase
+         * of the program (seen: a function that ran 0.4 s of a 2 s run missing from the
+         * report, its time given to the function before it). */
+        p->cpu += slot->pool_ns;
+        p->repeat += slot->pool_ticks;
+        slot->pool_ns = slot->pool_ticks = 0;
+        return 1;
+    }
+    /* Half to the latest fair samples, half to the next ones (the pool): a phase of the
+     * program gives as much to the one before it as it takes from the one after. */
+    uint64_t ticks = S->cpu_mode ? 0 : S->covers;
+    S->deferred++;
+    /* An odd tick goes back or forward in turn; in wall mode a record is a tick. */
+    uint64_t back_ticks = ticks / 2 + ((ticks & 1) && (S->deferred & 1));
+    uint64_t back_cpu = S->cpu_mode || back_ticks ? cpu / 2 : 0;
+    if (back_cpu || back_ticks) spread(S, slot, back_cpu, back_ticks, t, now);
+    slot->pool_ns += cpu - back_cpu;
+    slot->pool_ticks += ticks - back_ticks;
+    return 0;
+}
+
+enum { THREAD_SKIPPED, THREAD_PENDING, THREAD_GONE };
+
+/* One thread of a tick: its CPU time, its stack, what the sample stands for.  THREAD_PENDING:
+ * *out is to be written; THREAD_GONE: the process ended while the stack was read. */
+static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate, uint8_t *ts,
+                         size_t ts_size, uint64_t t, uint64_t now, Pending *out) {
+    slot->seen = S->ticks;
+    uint64_t c1 = slot->cpu_ns;
+    read_cpu_ns(slot, &c1);
+    uint64_t used = c1 > slot->cpu_ns ? c1 - slot->cpu_ns : 0;
+    /* Another process's thread is asked for its state (schedstat is too coarse to tell);
+     * a thread of this process that used no CPU since its last sample is not running (its
+     * clock counts the time it has been on a CPU up to now). */
+    int state = slot->clock ? -1 : is_running(slot);
+    if (S->cpu_mode && used == 0 && state != 1)
+        return THREAD_SKIPPED; /* CPU mode: only threads that ran */
+    int n = 0, truncated = 0, gone = 0;
+    int status = walk_thread(S, T, tstate, ts, ts_size, &n, &truncated, &gone);
+    uint64_t c2 = c1;
+    read_cpu_ns(slot, &c2);
+    uint64_t cpu = c2 > slot->cpu_ns ? c2 - slot->cpu_ns : 0;
+    slot->cpu_ns = c2;
+    if (gone) { /* the process ended while its stack was read: not a torn sample */
+        target_gone(S, T, t);
+        return THREAD_GONE;
+    }
+    /* Idle: off a CPU now and (for a thread with a precise clock) ran less than a tenth of
+     * the time since the previous tick: sleeping, blocked, waiting for the GIL. */
+    uint64_t window = now > S->prev_end_ns ? now - S->prev_end_ns : 0;
+    int idle = slot->clock ? c2 == c1 && used * 10 < window : state == 0;
+    if (status != LL_WALK_OK) {
+        S->torn++; /* what it stands for goes, as the thread's other samples' */
+        defer(S, slot, cpu, idle ? 0 : S->covers, t, now);
+        return THREAD_SKIPPED;
+    }
+    uint32_t stack = ll_intern_walk(&S->st, n);
+    slot->last_stack = stack;
+    Pending p = {slot, stack, truncated ? SF_TRUNCATED : 0, cpu, 0, S->covers};
+    if (!weigh(S, slot, idle, !idle && fair(S, slot, state, used, c1, c2), t, now, &p))
+        return THREAD_SKIPPED;
+    if (truncated) S->truncated++;
+    if (S->cpu_mode) p.repeat = 1;
+    *out = p;
+    return THREAD_PENDING;
+}
+
+/* Every thread of the target from `tstate` on (at most LL_MAX_THREADS_PER_TICK), into
+ * S->pending; how many are pending. */
+static int sample_threads(Sampler *S, Target *T, uint64_t tstate, uint64_t t, uint64_t now) {
+    const LLLayout *L = &T->proc.layout;
+    int ts_size = tstate_size(L);
     int tid_off = ll_pthread_tid_offset();
     int np = 0;
     while (tstate && np < LL_MAX_THREADS_PER_TICK) {
         uint8_t ts[256];
-        int terr = (size_t)ts_size > sizeof ts ? EINVAL
-                                               : ll_mem_read(&T->mem, tstate, ts, (size_t)ts_size);
+        int terr = (size_t)ts_size > sizeof ts
+                       ? EINVAL
+                       : ll_mem_read(&T->proc.mem, tstate, ts, (size_t)ts_size);
         if (terr == ESRCH) { /* the process ended: the samples read so far in this tick stand */
             target_gone(S, T, t);
             break;
@@ -835,133 +616,48 @@ static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
             S->torn++;
             break;
         }
-        uint64_t ident = rd64(ts, L->tstate_thread_id);
-        pid_t tid = 0;
-        if (L->tstate_native_thread_id >= 0) {
-            tid = (pid_t)rd64(ts, L->tstate_native_thread_id);
-        } else if (tid_off >= 0 && ident) {
-            int32_t v = 0;
-            if (!ll_mem_read(&T->mem, ident + (uint64_t)tid_off, &v, 4)) tid = v;
-        }
-        ThreadSlot *slot = thread_slot(S, T, ident, tid);
-        uint64_t next = rd64(ts, L->tstate_next);
+        ThreadSlot *slot = thread_of(S, T, ts, tid_off);
+        uint64_t next = ll_rd64(ts, L->tstate_next);
         if (!slot) break;
-        slot->seen = S->ticks;
-        uint64_t c1 = slot->cpu_ns;
-        read_cpu_ns(slot, &c1);
-        uint64_t used = c1 > slot->cpu_ns ? c1 - slot->cpu_ns : 0;
-        /* Another process's thread is asked for its state (schedstat is too coarse to tell);
-         * a thread of this process that used no CPU since its last sample is not running (its
-         * clock counts the time it has been on a CPU up to now). */
-        int state = slot->clock ? -1 : is_running(slot);
-        if (S->cpu_mode && used == 0 && state != 1) {
-            tstate = next; /* CPU mode: only threads that ran */
-            continue;
-        }
-        int n = 0, truncated = 0, status = WALK_TORN, gone = 0;
-        for (int attempt = 0; attempt < LL_WALK_ATTEMPTS && status != WALK_OK; attempt++) {
-            if (attempt) {
-                S->retried++;
-                ll_mem_forget(&T->mem);
-                int rerr = ll_mem_read(&T->mem, tstate, ts, (size_t)ts_size);
-                gone = rerr == ESRCH;
-                if (rerr) break;
-            }
-            int ok = 1;
-            uint64_t frame = top_frame(T, ts, &ok);
-            status = ok ? walk(S, T, frame, &n, &truncated) : WALK_TORN;
-        }
+        int r = sample_thread(S, T, slot, tstate, ts, (size_t)ts_size, t, now, &S->pending[np]);
+        if (r == THREAD_GONE) break;
+        if (r == THREAD_PENDING) np++;
         tstate = next;
-        uint64_t c2 = c1;
-        read_cpu_ns(slot, &c2);
-        uint64_t cpu = c2 > slot->cpu_ns ? c2 - slot->cpu_ns : 0;
-        slot->cpu_ns = c2;
-        if (gone) { /* the process ended while its stack was read: not a torn sample */
-            target_gone(S, T, t);
-            break;
-        }
-        /* Idle: off a CPU now and (for a thread with a precise clock) ran less than a tenth of
-         * the time since the previous tick: sleeping, blocked, waiting for the GIL. */
-        uint64_t window = now > S->prev_end_ns ? now - S->prev_end_ns : 0;
-        int idle = slot->clock ? c2 == c1 && used * 10 < window : state == 0;
-        if (status != WALK_OK) {
-            S->torn++; /* what it stands for goes, as the thread's other samples' */
-            defer(S, slot, cpu, idle ? 0 : S->covers, t, now);
-            continue;
-        }
-        uint32_t stack = 0;
-        for (int i = n - 1; i >= 0; i--) {
-            stack = intern_stack(S, stack, S->frames[i].func, S->frames[i].off);
-            if (!stack) break;
-        }
-        slot->last_stack = stack;
-        uint8_t flags = truncated ? SF_TRUNCATED : 0;
-        uint64_t weight = cpu, repeat = S->covers;
-        if (idle) {
-            /* Where a thread waits is where it waits, whenever it is read; what little CPU it
-             * used since its previous sample goes as an unfair sample's. */
-            flags |= SF_IDLE;
-            defer(S, slot, cpu, 0, t, now);
-            weight = 0;
-            if (S->cpu_mode) continue;
-        } else if (fair(S, slot, state, used, c1, c2)) {
-            uint64_t share_ns = (slot->pool_ns + LL_POOL_SHARE - 1) / LL_POOL_SHARE;
-            uint64_t share_ticks = (slot->pool_ticks + LL_POOL_SHARE - 1) / LL_POOL_SHARE;
-            weight += share_ns;
-            repeat += share_ticks;
-            slot->pool_ns -= share_ns;
-            slot->pool_ticks -= share_ticks;
-            slot->recent[slot->nrecent++ % LL_RECENT] = stack;
-            slot->fair_tick = due_tick(S);
-        } else if (recent_fair(S, slot)) {
-            /* Half to the latest fair samples, half to the next ones (the pool): a phase of
-             * the program gives as much to the one before it as it takes from the one after. */
-            uint64_t ticks = S->cpu_mode ? 0 : S->covers;
-            S->deferred++;
-            /* An odd tick goes back or forward in turn; in wall mode a record is a tick. */
-            uint64_t back_ticks = ticks / 2 + ((ticks & 1) && (S->deferred & 1));
-            uint64_t back_cpu = S->cpu_mode || back_ticks ? cpu / 2 : 0;
-            if (back_cpu || back_ticks) spread(S, slot, back_cpu, back_ticks, t, now);
-            slot->pool_ns += cpu - back_cpu;
-            slot->pool_ticks += ticks - back_ticks;
-            continue;
-        } else {
-            /* No fair sample lately: the machine is so busy that the thread is hardly ever
-             * seen running on time.  What it stands for stays where it was found, with what
-             * waited in the pool: given to fair samples further away in time, it would go to
-             * another phase of the program (seen: a function that ran 0.4 s of a 2 s run
-             * missing from the report, its time given to the function before it). */
-            weight += slot->pool_ns;
-            repeat += slot->pool_ticks;
-            slot->pool_ns = slot->pool_ticks = 0;
-        }
-        if (truncated) S->truncated++;
-        S->pending[np++] = (Pending){slot, stack, flags, weight, 0, S->cpu_mode ? 1 : repeat};
     }
-    if (S->memory && np) {
-        char buf[128];
-        ssize_t r = T->statm_fd >= 0 ? pread(T->statm_fd, buf, sizeof buf - 1, 0) : -1;
-        if (r > 0) {
-            buf[r] = 0;
-            char *sp = strchr(buf, ' ');
-            uint64_t rss = sp ? strtoull(sp + 1, NULL, 10) : 0;
-            int64_t d = T->have_rss ? (int64_t)rss - (int64_t)T->rss_pages : 0;
-            T->rss_pages = rss;
-            T->have_rss = 1;
-            /* The process's growth since the last tick goes to the threads that ran. */
-            int active = 0;
-            for (int i = 0; i < np; i++) active += !(S->pending[i].flags & SF_IDLE);
-            int share_to = active ? active : 1, k = 0;
-            for (int i = 0; i < np; i++) {
-                Pending *p = &S->pending[i];
-                if (active && (p->flags & SF_IDLE)) continue;
-                if (!active && i > 0) continue;
-                p->flags |= SF_RSS;
-                p->drss = d / share_to + (k == 0 ? d % share_to : 0);
-                k++;
-            }
-        }
+    return np;
+}
+
+/* The process's RSS, read once a tick, into the np pending samples (SF_RSS). */
+static void share_rss(Sampler *S, Target *T, int np) {
+    char buf[128];
+    ssize_t r = T->statm_fd >= 0 ? pread(T->statm_fd, buf, sizeof buf - 1, 0) : -1;
+    if (r <= 0) return;
+    buf[r] = 0;
+    char *sp = strchr(buf, ' ');
+    uint64_t rss = sp ? strtoull(sp + 1, NULL, 10) : 0;
+    int64_t d = T->have_rss ? (int64_t)rss - (int64_t)T->rss_pages : 0;
+    T->rss_pages = rss;
+    T->have_rss = 1;
+    /* The process's growth since the last tick goes to the threads that ran. */
+    int active = 0;
+    for (int i = 0; i < np; i++) active += !(S->pending[i].flags & SF_IDLE);
+    int share_to = active ? active : 1, k = 0;
+    for (int i = 0; i < np; i++) {
+        Pending *p = &S->pending[i];
+        if (active && (p->flags & SF_IDLE)) continue;
+        if (!active && i > 0) continue;
+        p->flags |= SF_RSS;
+        p->drss = d / share_to + (k == 0 ? d % share_to : 0);
+        k++;
     }
+}
+
+static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
+    ll_mem_forget(&T->proc.mem);
+    uint64_t tstate = 0;
+    if (first_thread(S, T, t, &tstate)) return;
+    int np = sample_threads(S, T, tstate, t, now);
+    if (S->memory && np) share_rss(S, T, np);
     for (int i = 0; i < np; i++) emit(S, t, &S->pending[i], now);
     if ((S->ticks & 127) == 0) forget_threads(S, T, t);
 }
@@ -977,11 +673,9 @@ static int add_target(Sampler *S, pid_t pid, const LLPyInfo *info) {
     Target *T = &S->targets[S->ntargets];
     memset(T, 0, sizeof *T);
     T->pid = pid;
-    T->layout = info->layout;
     T->runtime = info->runtime;
-    T->code_type = info->code_type;
     T->statm_fd = -1;
-    if (ll_mem_init(&T->mem, pid)) return -1;
+    if (ll_proc_init(&T->proc, pid, info)) return -1;
     if (S->memory) {
         char path[64];
         snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
@@ -998,8 +692,7 @@ static void close_target(Target *T) {
     }
     if (T->statm_fd >= 0) close(T->statm_fd);
     free(T->threads);
-    free(T->codes);
-    ll_mem_free(&T->mem);
+    ll_proc_free(&T->proc);
     memset(T, 0, sizeof *T);
     T->dead = 1;
     T->statm_fd = -1;
@@ -1055,7 +748,7 @@ static void scan_children(Sampler *S) {
         if (ll_inspect(pid, &info, NULL, 0) != 0) continue;
         if (have) {
             if (have->runtime == info.runtime &&
-                !memcmp(&have->layout, &info.layout, sizeof info.layout))
+                !memcmp(&have->proc.layout, &info.layout, sizeof info.layout))
                 continue;
             close_target(have);
         }
@@ -1305,6 +998,54 @@ PyObject *ll_line_table(PyObject *module, PyObject *args) {
     return out;
 }
 
+/* The sampler's locks, buffers, first target and writer (the file header written, its thread
+ * started): 0, or -1 if one of them could not be had. */
+static int sampler_open(Sampler *S, int fd, pid_t pid, const LLPyInfo *info, int max_depth,
+                        int ended) {
+    pthread_mutex_init(&S->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&S->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int err = ll_stacks_init(&S->st, &S->w, max_depth);
+    S->pending = malloc(sizeof(Pending) * LL_MAX_THREADS_PER_TICK);
+    void *arr = S->known;
+    err = err || !S->pending || grow(&arr, &S->cknown, sizeof(pid_t), 1) ||
+          add_target(S, pid, info);
+    S->known = arr;
+    if (!err) {
+        S->known[S->nknown++] = pid;
+        err = ll_writer_open(&S->w, fd);
+        S->writer_open = !err;
+    }
+    if (!err && ended) target_gone(S, &S->targets[0], ll_ticks());
+    return err ? -1 : 0;
+}
+
+/* Sampling begins: an in-process sampler becomes the process's (for fork() and marks), unless
+ * it already has one.  The new reference, or NULL with an exception. */
+static PyObject *sampler_start(Sampler *S) {
+    pthread_mutex_lock(&sampler_lock);
+    if (S->in_process) {
+        if (active_sampler) {
+            pthread_mutex_unlock(&sampler_lock);
+            ll_writer_close(&S->w);
+            S->closed = 1;
+            Py_DECREF(S);
+            PyErr_SetString(PyExc_RuntimeError, "another leadline profile is already running");
+            return NULL;
+        }
+        active_sampler = S;
+        ll_marks_attach(&S->w);
+    }
+    S->active = 1;
+    S->alive_targets = 1;
+    start_thread(S);
+    pthread_mutex_unlock(&sampler_lock);
+    return (PyObject *)S;
+}
+
 static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"fd",     "meta",         "pid",       "rate_hz", "cpu",
                              "memory", "subprocesses", "max_depth", NULL};
@@ -1337,17 +1078,10 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         PyBuffer_Release(&meta);
         return NULL;
     }
-    pthread_mutex_init(&S->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&S->cv, &ca);
-    pthread_condattr_destroy(&ca);
     S->interval_ns = (uint64_t)(1e9 / rate);
     S->cpu_mode = cpu;
     S->memory = memory;
     S->subprocesses = subprocesses;
-    S->max_depth = max_depth;
     S->in_process = pid == getpid();
     if (S->in_process) {
         struct timespec ts;
@@ -1357,25 +1091,7 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         }
     }
     S->rng = ll_monotonic_ns() | 1;
-    S->frames = malloc(sizeof(FrameRef) * (size_t)max_depth);
-    S->raw = malloc(sizeof(RawFrame) * (size_t)max_depth);
-    S->uniq = malloc(sizeof(uint64_t) * (size_t)max_depth);
-    S->codebuf = malloc(LL_MAX_CODE_SIZE * (size_t)max_depth);
-    S->nvisited = 64;
-    while (S->nvisited <= 2 * (size_t)max_depth) S->nvisited *= 2;
-    S->visited = calloc(S->nvisited, sizeof(VisitSlot));
-    S->pending = malloc(sizeof(Pending) * LL_MAX_THREADS_PER_TICK);
-    void *arr = S->known;
-    int err = !S->frames || !S->raw || !S->uniq || !S->codebuf || !S->visited || !S->pending || grow(&arr, &S->cknown, sizeof(pid_t), 1) ||
-              add_target(S, (pid_t)pid, &info);
-    S->known = arr;
-    if (!err) {
-        S->known[S->nknown++] = (pid_t)pid;
-        err = ll_writer_open(&S->w, fd);
-        S->writer_open = !err;
-    }
-    if (!err && ended) target_gone(S, &S->targets[0], ll_ticks());
-    if (err) {
+    if (sampler_open(S, fd, (pid_t)pid, &info, max_depth, ended)) {
         PyBuffer_Release(&meta);
         Py_DECREF(S);
         PyErr_SetString(PyExc_RuntimeError, "leadline: cannot start the sampler");
@@ -1383,24 +1099,7 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     }
     ll_writer_put(&S->w, LL_CHUNK_META, meta.buf, (size_t)meta.len);
     PyBuffer_Release(&meta);
-    pthread_mutex_lock(&sampler_lock);
-    if (S->in_process) {
-        if (active_sampler) {
-            pthread_mutex_unlock(&sampler_lock);
-            ll_writer_close(&S->w);
-            S->closed = 1;
-            Py_DECREF(S);
-            PyErr_SetString(PyExc_RuntimeError, "another leadline profile is already running");
-            return NULL;
-        }
-        active_sampler = S;
-        ll_marks_attach(&S->w);
-    }
-    S->active = 1;
-    S->alive_targets = 1;
-    start_thread(S);
-    pthread_mutex_unlock(&sampler_lock);
-    return (PyObject *)S;
+    return sampler_start(S);
 }
 
 /* Stops sampling (once): marks no longer go to this capture, the sampler thread is joined and
@@ -1430,7 +1129,7 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
     Sampler *S = (Sampler *)self;
     sampler_stop(S);
     uint64_t reads = 0;
-    for (int i = 0; i < S->ntargets; i++) reads += S->targets[i].mem.reads;
+    for (int i = 0; i < S->ntargets; i++) reads += S->targets[i].proc.mem.reads;
     return Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:K,s:K}", "ticks",
         (unsigned long long)S->ticks, "samples", (unsigned long long)S->samples, "missed",
@@ -1439,8 +1138,8 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
         (unsigned long long)S->retried, "truncated", (unsigned long long)S->truncated,
         "sampler_cpu_ns", (unsigned long long)S->sampler_cpu_ns, "t_end",
         (unsigned long long)S->t_end, "reads", (unsigned long long)reads, "tick_ns",
-        ll_tick_ns_calibrated(), "stacks", (unsigned long long)S->nstacks, "functions",
-        (unsigned long long)S->next_func, "processes", (unsigned long long)S->ntargets, "exit_t",
+        ll_tick_ns_calibrated(), "stacks", (unsigned long long)S->st.nstacks, "functions",
+        (unsigned long long)S->st.next_func, "processes", (unsigned long long)S->ntargets, "exit_t",
         (unsigned long long)S->exit_t);
 }
 
@@ -1531,15 +1230,8 @@ static void sampler_dealloc(PyObject *self) {
     }
     for (int i = 0; i < S->ntargets; i++) close_target(&S->targets[i]);
     free(S->targets);
-    for (size_t i = 0; i < S->cstrs; i++) free(S->strs[i].s);
-    free(S->strs);
-    free(S->stacks);
     free(S->known);
-    free(S->frames);
-    free(S->raw);
-    free(S->uniq);
-    free(S->codebuf);
-    free(S->visited);
+    ll_stacks_free(&S->st);
     free(S->pending);
     if (S->chunk) free(S->chunk);
     Py_TYPE(self)->tp_free(self);
