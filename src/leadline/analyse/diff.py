@@ -45,6 +45,7 @@ from ..capture.reader import MAGIC, Capture
 from ..errors import LeadlineError
 from ..fleet.pyroscope import FleetQuery, is_fleet_url, parse_fleet_url, select_merge_profile
 from .samples import load_profile, selected
+from .stacktree import StackTree, TreePath
 from .trace import analyse
 
 SCHEMA_VERSION = 1
@@ -92,18 +93,40 @@ class Side:
     quantum: float  # the weight of one sample (0 for a trace: no sampling noise)
     seconds: float | None  # seconds per unit of weight (None when unknown)
     funcs: list[Func]
-    stacks: list[tuple[tuple[int, ...], float]]  # function indexes, outermost first
+    # Stacks given as paths of function indexes (outermost first) with a weight, as a side built
+    # by hand or read from collapsed stacks or pprof has them: folded into `tree` when the Side
+    # is made, and emptied.  Captures are read straight into the tree.
+    stacks: list[tuple[Sequence[int], float]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
-    # A trace's spreads: the variance of each path's inclusive weight, and of each function's
-    # exclusive and inclusive weight (from per-call times).  Empty for sampled sides.
-    path_var: dict[tuple[int, ...], float] = field(default_factory=dict)
+    # A trace's spreads: the variance of each function's exclusive and inclusive weight, and of
+    # each tree node's inclusive weight (from per-call times).  Empty for sampled sides.
     self_var: dict[int, float] = field(default_factory=dict)
     incl_var: dict[int, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # The distinct stacks as one prefix tree of function indexes (each stack is a node: its
+    # innermost function under its caller's node), with the weight of the stacks that end at
+    # each node, so a deep recursion costs its depth once, not once per distinct stack.
+    tree: StackTree = field(default_factory=StackTree)
+    weight: list[float] = field(default_factory=lambda: [0.0])
+    node_var: list[float] = field(default_factory=lambda: [0.0])  # a trace's, per node
+
+    def __post_init__(self) -> None:
+        for path, w in self.stacks:
+            self.add(self.tree.add(path), w)
+        self.stacks = []
+
+    def add(self, node: int, w: float, var: float = 0.0) -> None:
+        """Weight `w` (and, for a trace, variance `var` of its inclusive weight) at `node`."""
+        grow = len(self.tree) - len(self.weight)
+        if grow > 0:
+            self.weight.extend([0.0] * grow)
+            self.node_var.extend([0.0] * grow)
+        self.weight[node] += w
+        self.node_var[node] += var
 
     @property
     def total(self) -> float:
-        return sum(w for _, w in self.stacks)
+        return sum(self.weight)
 
     def describe(self) -> str:
         what = {
@@ -142,41 +165,44 @@ class _Interner:
         return i
 
 
-def _merge(stacks: Iterable[tuple[tuple[int, ...], float]]) -> list[tuple[tuple[int, ...], float]]:
-    out: dict[tuple[int, ...], float] = {}
-    for path, w in stacks:
-        if w:
-            out[path] = out.get(path, 0.0) + w
-    return list(out.items())
-
-
 def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
     p = load_profile(cap)
     intern = _Interner()
     func_of = [intern(f.name, f.file, f.func_line) for f in p.frames]
-    stacks = _merge(
-        (tuple(func_of[i] for i in s.frames), float(w)) for s, w in selected(p, idle, "samples")
-    )
-    seconds = 1.0 / p.rate_hz if p.rate_hz > 0 else None
-    if p.mode == "cpu":
-        # A sample stands for the CPU time its thread used since the one before, which the
-        # sampler measured: on a busy machine its ticks come late and fewer, but the CPU time
-        # the samples cover stays right.  Costs per unit of work use that time.
-        n = sum(w for _, w in stacks)
-        cpu_ns = sum(w for _, w in selected(p, idle, "cpu"))
-        if n > 0 and cpu_ns > 0:
-            seconds = cpu_ns * 1e-9 / n
+    weighted = selected(p, idle, "samples")
     side = Side(
         path=path,
         kind="sample",
         measure=p.mode,
         unit="samples",
         quantum=1.0,
-        seconds=seconds,
+        seconds=1.0 / p.rate_hz if p.rate_hz > 0 else None,
         funcs=intern.funcs,
-        stacks=stacks,
         meta=dict(p.meta),
     )
+    # The profile's stacks are nodes of its tree of frames: that tree is folded onto one of
+    # functions node by node (frames of one function at different lines become one node), in
+    # the time of its size, never stack by stack.
+    frame_tree = next((s.frames.tree for s, _ in weighted if isinstance(s.frames, TreePath)), None)
+    node_of: list[int] = []
+    if frame_tree is not None:
+        node_of = [0] * len(frame_tree)
+        for n in range(1, len(frame_tree)):
+            node_of[n] = side.tree.child(node_of[frame_tree.parent[n]], func_of[frame_tree.key[n]])
+    for s, w in weighted:
+        frames = s.frames
+        if isinstance(frames, TreePath) and frames.tree is frame_tree:
+            side.add(node_of[frames.node], float(w))
+        else:
+            side.add(side.tree.add(func_of[i] for i in frames), float(w))
+    if p.mode == "cpu":
+        # A sample stands for the CPU time its thread used since the one before, which the
+        # sampler measured: on a busy machine its ticks come late and fewer, but the CPU time
+        # the samples cover stays right.  Costs per unit of work use that time.
+        count = side.total
+        cpu_ns = sum(w for _, w in selected(p, idle, "cpu"))
+        if count > 0 and cpu_ns > 0:
+            side.seconds = cpu_ns * 1e-9 / count
     if not p.complete:
         side.warnings.append(f"{path}: incomplete capture; comparing the samples it holds")
     return side
@@ -186,7 +212,6 @@ def _from_trace(path: str, cap: Capture) -> Side:
     t = analyse(cap)
     intern = _Interner()
     func_ids: dict[int, int] = {}
-    paths: list[tuple[int, ...]] = []
     side = Side(
         path=path,
         kind="trace",
@@ -195,24 +220,27 @@ def _from_trace(path: str, cap: Capture) -> Side:
         quantum=0.0,
         seconds=1e-9,
         funcs=intern.funcs,
-        stacks=[],
         meta=dict(cap.meta),
     )
-    weights: dict[tuple[int, ...], float] = {}
+    # The call tree's nodes (one per call path and thread) fold onto the side's tree of
+    # functions node by node: threads with the same call path share a node.
+    node_of: list[int] = []
     for n in t.nodes:  # parents come before their children
         f = func_ids.get(n.func)
         if f is None:
             fn = cap.function(n.func)
             f = func_ids[n.func] = intern(fn.label, fn.file, fn.line)
-        above = paths[n.parent] if n.parent >= 0 else ()
-        here = (*above, f)
-        paths.append(here)
-        weights[here] = weights.get(here, 0.0) + n.self_ns
-        side.path_var[here] = side.path_var.get(here, 0.0) + n.spread("incl")
+        node = side.tree.child(node_of[n.parent] if n.parent >= 0 else 0, f)
+        node_of.append(node)
+        side.add(node, float(n.self_ns), n.spread("incl"))
         side.self_var[f] = side.self_var.get(f, 0.0) + n.spread("self")
-        if f not in above:
-            side.incl_var[f] = side.incl_var.get(f, 0.0) + n.spread("incl")
-    side.stacks = _merge(weights.items())
+    # A function's inclusive spread: that of its nodes with no caller of the same function
+    # above them (a recursion's inner calls are inside the outer call's time).
+    outer = side.tree.outermost(side.tree.key)
+    for node in range(1, len(side.tree)):
+        if outer[node]:
+            f = side.tree.key[node]
+            side.incl_var[f] = side.incl_var.get(f, 0.0) + side.node_var[node]
     if not cap.complete or cap.damage:
         side.warnings.append(f"{path}: incomplete capture; comparing the calls it holds")
     return side
@@ -220,16 +248,22 @@ def _from_trace(path: str, cap: Capture) -> Side:
 
 def _from_foreign(path: str, prof: ForeignProfile) -> Side:
     intern = _Interner()
-    stacks = _merge(
+    stacks = [
         (tuple(intern(f.name, f.file, f.func_line) for f in frames), w) for frames, w in prof.stacks
-    )
+    ]
+    tree = StackTree()
+    weight = [0.0]
+    for p, w in stacks:
+        node = tree.add(p)
+        weight.extend([0.0] * (len(tree) - len(weight)))
+        weight[node] += w
     seconds: float | None = None
     unit = "samples"
     quantum = 1.0
     if prof.unit == "nanoseconds":
         # A time weight: one sample weighs a period (when the file says which).
         unit, seconds = "ns", 1e-9
-        quantum = float(prof.period) if prof.period > 0 else _smallest(stacks)
+        quantum = float(prof.period) if prof.period > 0 else _smallest(weight)
     elif prof.unit == "count" and prof.period > 0 and prof.period_type in ("cpu", "wall"):
         seconds = prof.period * 1e-9
     elif prof.unit != "count":
@@ -237,8 +271,8 @@ def _from_foreign(path: str, prof: ForeignProfile) -> Side:
             f"{path}: pprof sample type {prof.sample_type!r} is in {prof.unit!r}, not time or "
             "samples (choose one with --sample-type)"
         )
-    if prof.kind == "collapsed" and sum(w for _, w in stacks) > MAX_COUNTS:
-        quantum = _smallest(stacks)  # not counts: times (leadline's cpu-mode export) or bytes
+    if prof.kind == "collapsed" and sum(weight) > MAX_COUNTS:
+        quantum = _smallest(weight)  # not counts: times (leadline's cpu-mode export) or bytes
     measure = prof.period_type if prof.period_type in ("cpu", "wall") else "samples"
     if prof.sample_type in ("cpu", "wall"):
         measure = prof.sample_type
@@ -250,15 +284,17 @@ def _from_foreign(path: str, prof: ForeignProfile) -> Side:
         quantum=quantum,
         seconds=seconds,
         funcs=intern.funcs,
-        stacks=stacks,
         meta={"comments": prof.comments},
+        tree=tree,
+        weight=weight,
+        node_var=[0.0] * len(weight),
     )
 
 
-def _smallest(stacks: list[tuple[tuple[int, ...], float]]) -> float:
+def _smallest(weights: Iterable[float]) -> float:
     """The size of one sample when the file does not say: the lightest stack's weight (the
     rarest stacks were seen once), 1 for counts."""
-    return min((w for _, w in stacks if w > 0), default=1.0)
+    return min((w for w in weights if w > 0), default=1.0)
 
 
 def _fleet_quantum(query: FleetQuery, side: Side) -> float:
@@ -273,9 +309,9 @@ def _fleet_quantum(query: FleetQuery, side: Side) -> float:
             query.shown, select_merge_profile(replace(query, profile_type=counts_type))
         )
     except LeadlineError:
-        return _smallest(side.stacks)
+        return _smallest(side.weight)
     n = sum(w for _, w in counts.stacks)
-    return side.total / n if n > 0 else _smallest(side.stacks)
+    return side.total / n if n > 0 else _smallest(side.weight)
 
 
 def load_side(path: str, *, idle: bool = False, sample_type: str | None = None) -> Side:
@@ -374,53 +410,72 @@ def match_functions(base: Side, new: Side) -> tuple[list[Func], list[int], list[
 
 @dataclass
 class Costs:
-    """One side's normalised costs, per function and per call path."""
+    """One side's normalised costs, per function and per node of its stack tree."""
 
     self_: dict[int, float] = field(default_factory=dict)
     incl: dict[int, float] = field(default_factory=dict)
     self_var: dict[int, float] = field(default_factory=dict)
     incl_var: dict[int, float] = field(default_factory=dict)
-    paths: dict[tuple[int, ...], float] = field(default_factory=dict)
-    path_var: dict[tuple[int, ...], float] = field(default_factory=dict)
     callers: dict[int, dict[int, float]] = field(default_factory=dict)  # f -> caller (-1) -> w
     total: float = 0.0
+    # Per node of the side's tree: its function in the diff's list, its inclusive cost (its
+    # subtree's), whether any stack ends in its subtree, and (a trace) its inclusive variance.
+    parent: list[int] = field(default_factory=list)
+    keys: list[int] = field(default_factory=list)
+    incl_at: list[float] = field(default_factory=list)
+    present: list[bool] = field(default_factory=list)
+    var_at: list[float] | None = None
 
 
-def _costs(side: Side, mapping: list[int], scale: float, tree: bool, shares: bool) -> Costs:
+def _costs(side: Side, mapping: list[int], scale: float, shares: bool) -> Costs:
     """One side's costs, `scale`d.  A sampled weight's variance is Poisson (k samples: k), or
     binomial for `shares` (k of the side's n samples: k (1 - k/n)): the share of a function that
-    takes most of the time cannot vary as much as a count that large could."""
+    takes most of the time cannot vary as much as a count that large could.
+
+    Everything is one pass or two over the side's stack tree: a node's inclusive cost is its
+    subtree's weight, and a function's is the sum over its nodes that have no ancestor of the
+    same function (so a recursion counts each stack once), never a walk per stack."""
     c = Costs()
     sampled = side.kind != "trace"
     q = side.quantum * scale  # a sample's weight after scaling
-    for local_path, w in side.stacks:
-        path = tuple(mapping[i] for i in local_path)
-        v = w * scale
-        c.total += v
-        if path:
-            c.self_[path[-1]] = c.self_.get(path[-1], 0.0) + v
-        seen: set[int] = set()
-        for depth, f in enumerate(path):
-            if f in seen:
-                continue
-            seen.add(f)
+    t = side.tree
+    n_nodes = len(t)
+    side.add(0, 0.0)  # weights as long as the tree
+    # Sums are of the unscaled weights (whole sample counts and nanoseconds add up exactly, in
+    # any order), scaled once at the end: two functions on the same stacks get the very same
+    # cost, and so rank by name, not by rounding.
+    own = side.weight
+    c.parent = t.parent
+    c.keys = [-1] + [mapping[t.key[n]] for n in range(1, n_nodes)]
+    incl_at = t.subtree_sums(own)
+    c.present = t.reached([w != 0 for w in own])
+    outer = t.outermost(c.keys)
+    for n in range(1, n_nodes):
+        if not c.present[n]:
+            continue
+        f = c.keys[n]
+        if own[n]:
+            c.self_[f] = c.self_.get(f, 0.0) + own[n]
+        if outer[n]:
+            v = incl_at[n]
             c.incl[f] = c.incl.get(f, 0.0) + v
-            caller = path[depth - 1] if depth else -1
+            up = t.parent[n]
+            caller = c.keys[up] if up > 0 else -1
             by = c.callers.setdefault(f, {})
             by[caller] = by.get(caller, 0.0) + v
-        if tree:
-            for depth in range(1, len(path) + 1):
-                prefix = path[:depth]
-                c.paths[prefix] = c.paths.get(prefix, 0.0) + v
+    c.total = sum(own) * scale
+    c.incl_at = [v * scale for v in incl_at]
+    for values in (c.self_, c.incl, *c.callers.values()):
+        for k in values:
+            values[k] *= scale
     if sampled:
         c.self_var = {f: _sample_var(v, q, shares) for f, v in c.self_.items()}
         c.incl_var = {f: _sample_var(v, q, shares) for f, v in c.incl.items()}
-        c.path_var = {p: _sample_var(v, q, shares) for p, v in c.paths.items()}
     else:
         s2 = scale * scale
         c.self_var = {mapping[f]: v * s2 for f, v in side.self_var.items()}
         c.incl_var = {mapping[f]: v * s2 for f, v in side.incl_var.items()}
-        c.path_var = {tuple(mapping[i] for i in p): v * s2 for p, v in side.path_var.items()}
+        c.var_at = [v * s2 for v in side.node_var]
     return c
 
 
@@ -544,8 +599,8 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
     funcs, bmap, nmap = match_functions(base, new)
     k_base, k_new, unit = _scales(base, new, s)
     shares = s.per is None
-    cb = _costs(base, bmap, k_base, s.tree, shares)
-    cn = _costs(new, nmap, k_new, s.tree, shares)
+    cb = _costs(base, bmap, k_base, shares)
+    cn = _costs(new, nmap, k_new, shares)
     min_abs = s.min_delta * cb.total
 
     diffs = []
@@ -593,30 +648,46 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
 
     parent: list[int] = [-1]
     tfunc: list[int] = [-1]
-    root = Change(cb.total, cn.total, 0.0, 0)
-    tchange: list[Change] = [root]
+    tchange: list[Change] = [Change(cb.total, cn.total, 0.0, 0)]
     if s.tree:
-        node_of: dict[tuple[int, ...], int] = {(): 0}
-        # Shorter paths first, so every node's parent exists before it.
-        for path in sorted(set(cb.paths) | set(cn.paths), key=len):
-            if len(parent) >= MAX_TREE_NODES:
-                break
-            up = node_of.get(path[:-1])
-            if up is None:
-                continue
-            node_of[path] = len(parent)
-            parent.append(up)
-            tfunc.append(position[path[-1]])
-            tchange.append(
-                _change(
-                    cb.paths.get(path, 0.0),
-                    cn.paths.get(path, 0.0),
-                    cb.path_var.get(path, 0.0) + cn.path_var.get(path, 0.0),
-                    s,
-                    min_abs,
-                )
-            )
+        q_base, q_new = base.quantum * k_base, new.quantum * k_new
+        merged, values = _merged_tree([cb, cn])
+        # Shallower nodes first (each level in the order its nodes were met), so that every
+        # node's parent comes before it and a tree too large to send loses its deepest levels.
+        order = sorted(range(1, len(merged)), key=lambda m: merged.depth[m])
+        kept = order[: MAX_TREE_NODES - 1]
+        index = {0: 0}
+        for m in kept:
+            index[m] = len(parent)
+            parent.append(index[merged.parent[m]])
+            tfunc.append(position[merged.key[m]])
+            (b, vb), (nw, vn) = values[0][m], values[1][m]
+            if cb.var_at is None:
+                vb = _sample_var(b, q_base, shares)
+            if cn.var_at is None:
+                vn = _sample_var(nw, q_new, shares)
+            tchange.append(_change(b, nw, vb + vn, s, min_abs))
     return DiffResult(base, new, s, unit, ranked, callers, parent, tfunc, tchange)
+
+
+def _merged_tree(sides: list[Costs]) -> tuple[StackTree, list[list[tuple[float, float]]]]:
+    """Both sides' call paths merged into one prefix tree of the diff's functions, and per
+    side, each merged node's (inclusive cost, its variance from per-call times); node by node
+    over each side's tree, so its size is that of the two trees."""
+    merged = StackTree()
+    values: list[dict[int, tuple[float, float]]] = []
+    for c in sides:
+        node_of = [0] * len(c.keys)
+        at: dict[int, tuple[float, float]] = {}
+        for n in range(1, len(c.keys)):
+            if not c.present[n]:
+                continue
+            m = merged.child(node_of[c.parent[n]], c.keys[n])
+            node_of[n] = m
+            b, v = at.get(m, (0.0, 0.0))
+            at[m] = (b + c.incl_at[n], v + (c.var_at[n] if c.var_at is not None else 0.0))
+        values.append(at)
+    return merged, [[v.get(m, (0.0, 0.0)) for m in range(len(merged))] for v in values]
 
 
 def fail_reasons(result: DiffResult, pct: float) -> list[str]:
