@@ -46,7 +46,7 @@ from ..errors import LeadlineError
 from ..fleet.pyroscope import FleetQuery, is_fleet_url, parse_fleet_url, select_merge_profile
 from .samples import load_profile, selected
 from .stacktree import StackTree, TreePath
-from .trace import analyse
+from .trace import Node, analyse
 
 SCHEMA_VERSION = 1
 DEFAULT_SIGMA = 4.0
@@ -109,6 +109,14 @@ class Side:
     tree: StackTree = field(default_factory=StackTree)
     weight: list[float] = field(default_factory=lambda: [0.0])
     node_var: list[float] = field(default_factory=lambda: [0.0])  # a trace's, per node
+    # How much a trace's host disturbed it (see _disturbance): the variance per nanosecond of
+    # traced time that its calls show, and the largest excess one disturbance gave one call.
+    rate: float = 0.0
+    jump: float = 0.0
+    # The fraction of a sampling capture's stack reads that raced with the program (read
+    # again, or dropped, because the stack changed under the sampler): a read that raced and
+    # was kept may have named a caller for its callee, so shares are no surer than that.
+    racy: float = 0.0
 
     def __post_init__(self) -> None:
         for path, w in self.stacks:
@@ -169,7 +177,6 @@ def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
     p = load_profile(cap)
     intern = _Interner()
     func_of = [intern(f.name, f.file, f.func_line) for f in p.frames]
-    weighted = selected(p, idle, "samples")
     side = Side(
         path=path,
         kind="sample",
@@ -180,6 +187,25 @@ def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
         funcs=intern.funcs,
         meta=dict(p.meta),
     )
+    weighted = selected(p, idle, "samples")
+    if p.mode == "cpu":
+        # A cpu-mode sample weighs the CPU time its thread used since its previous sample,
+        # which the sampler measured.  On a busy host the sampler's ticks come late, and fewer
+        # at some times than at others: counted as one each, samples then under-weigh the
+        # phases of the program when the sampler was held up (the share of start-up moved from
+        # 8% to 19% between identical runs of one program), while the CPU time they stand for
+        # stays right (1% to 2.6%).  So cpu-mode sides are weighed in CPU time, and the counting
+        # noise of a sum of unequal weights is that of (sum w)^2 / sum w^2 equal samples: one
+        # sample "weighs" sum w^2 / sum w.
+        by_cpu = selected(p, idle, "cpu")
+        total = squares = 0.0
+        for sample in cap.samples():
+            cpu = float(sample[4])
+            total += cpu
+            squares += cpu * cpu
+        if by_cpu and total > 0:
+            weighted = by_cpu
+            side.unit, side.seconds, side.quantum = "ns", 1e-9, squares / total
     # The profile's stacks are nodes of its tree of frames: that tree is folded onto one of
     # functions node by node (frames of one function at different lines become one node), in
     # the time of its size, never stack by stack.
@@ -195,14 +221,10 @@ def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
             side.add(node_of[frames.node], float(w))
         else:
             side.add(side.tree.add(func_of[i] for i in frames), float(w))
-    if p.mode == "cpu":
-        # A sample stands for the CPU time its thread used since the one before, which the
-        # sampler measured: on a busy machine its ticks come late and fewer, but the CPU time
-        # the samples cover stays right.  Costs per unit of work use that time.
-        count = side.total
-        cpu_ns = sum(w for _, w in selected(p, idle, "cpu"))
-        if count > 0 and cpu_ns > 0:
-            side.seconds = cpu_ns * 1e-9 / count
+    end = cap.end or {}
+    reads = p.samples + p.torn
+    if reads > 0:
+        side.racy = min((int(end.get("retried", 0)) + p.torn) / reads, 1.0)
     if not p.complete:
         side.warnings.append(f"{path}: incomplete capture; comparing the samples it holds")
     return side
@@ -234,6 +256,7 @@ def _from_trace(path: str, cap: Capture) -> Side:
         node_of.append(node)
         side.add(node, float(n.self_ns), n.spread("incl"))
         side.self_var[f] = side.self_var.get(f, 0.0) + n.spread("self")
+    side.rate, side.jump = _disturbance(t.nodes)
     # A function's inclusive spread: that of its nodes with no caller of the same function
     # above them (a recursion's inner calls are inside the outer call's time).
     outer = side.tree.outermost(side.tree.key)
@@ -244,6 +267,33 @@ def _from_trace(path: str, cap: Capture) -> Side:
     if not cap.complete or cap.damage:
         side.warnings.append(f"{path}: incomplete capture; comparing the calls it holds")
     return side
+
+
+def _disturbance(nodes: Iterable[Node]) -> tuple[float, float]:
+    """What a trace's calls say about how much its host disturbed it: (rate, jump).
+
+    A traced call's time is wall-clock time: on a busy host, a call that is preempted takes a
+    scheduler time slice (milliseconds) longer, whatever the code did.  A function called
+    thousands of times shows that in the spread of its per-call times; a function called once
+    or twice shows nothing, yet is just as likely to be hit, per nanosecond it runs.  So:
+
+    - `rate`: the variance per nanosecond of time, pooled over the call paths that were called
+      at least twice (their per-call spread over their time).  A function's variance is at
+      least `rate` x its time: preemptions fall on every nanosecond alike.
+    - `jump`: the largest excess that one disturbance gave one call, bounded from above by the
+      largest per-call spread of one call path (one call's excess over its path's mean is at
+      most the square root of calls x the per-call variance).  Preemptions are rare and large,
+      not the many small deviations a standard deviation stands for, so a change smaller than
+      one of them is never beyond noise, however small the function's own spread.
+    """
+    spread = time = largest = 0.0
+    for n in nodes:
+        if n.calls >= 2:
+            v = n.spread("self")
+            spread += v
+            time += n.self_ns
+            largest = max(largest, v)
+    return (spread / time if time > 0 else 0.0), math.sqrt(largest)
 
 
 def _from_foreign(path: str, prof: ForeignProfile) -> Side:
@@ -427,17 +477,15 @@ class Costs:
     var_at: list[float] | None = None
 
 
-def _costs(side: Side, mapping: list[int], scale: float, shares: bool) -> Costs:
-    """One side's costs, `scale`d.  A sampled weight's variance is Poisson (k samples: k), or
-    binomial for `shares` (k of the side's n samples: k (1 - k/n)): the share of a function that
-    takes most of the time cannot vary as much as a count that large could.
+def _costs(side: Side, mapping: list[int], scale: float) -> Costs:
+    """One side's costs, `scale`d, and for a trace their variances (a sampled side's come from
+    its counts, in compare).
 
     Everything is one pass or two over the side's stack tree: a node's inclusive cost is its
     subtree's weight, and a function's is the sum over its nodes that have no ancestor of the
     same function (so a recursion counts each stack once), never a walk per stack."""
     c = Costs()
     sampled = side.kind != "trace"
-    q = side.quantum * scale  # a sample's weight after scaling
     t = side.tree
     n_nodes = len(t)
     side.add(0, 0.0)  # weights as long as the tree
@@ -463,19 +511,21 @@ def _costs(side: Side, mapping: list[int], scale: float, shares: bool) -> Costs:
             caller = c.keys[up] if up > 0 else -1
             by = c.callers.setdefault(f, {})
             by[caller] = by.get(caller, 0.0) + v
+    if not sampled:
+        # A trace's variances: its per-call spreads, and at least what the host's disturbance
+        # rate gives the function's (or call path's) time, for functions called too few times
+        # to show a spread of their own.
+        s2, rate = scale * scale, side.rate
+        self_var = {mapping[f]: v for f, v in side.self_var.items()}
+        incl_var = {mapping[f]: v for f, v in side.incl_var.items()}
+        c.self_var = {f: max(self_var.get(f, 0.0), rate * v) * s2 for f, v in c.self_.items()}
+        c.incl_var = {f: max(incl_var.get(f, 0.0), rate * v) * s2 for f, v in c.incl.items()}
+        c.var_at = [max(v, rate * t) * s2 for v, t in zip(side.node_var, incl_at, strict=False)]
     c.total = sum(own) * scale
     c.incl_at = [v * scale for v in incl_at]
     for values in (c.self_, c.incl, *c.callers.values()):
         for k in values:
             values[k] *= scale
-    if sampled:
-        c.self_var = {f: _sample_var(v, q, shares) for f, v in c.self_.items()}
-        c.incl_var = {f: _sample_var(v, q, shares) for f, v in c.incl.items()}
-    else:
-        s2 = scale * scale
-        c.self_var = {mapping[f]: v * s2 for f, v in side.self_var.items()}
-        c.incl_var = {mapping[f]: v * s2 for f, v in side.incl_var.items()}
-        c.var_at = [v * s2 for v in side.node_var]
     return c
 
 
@@ -562,16 +612,23 @@ def _scales(base: Side, new: Side, s: Settings) -> tuple[float, float, str]:
     )
 
 
-def _floor_term(x: float, s: Settings) -> float:
+def _floor_term(x: float, floor: float, s: Settings) -> float:
     """The run-to-run floor's standard deviation for a value `x`: a fraction of it per unit of
     work; as a share, of the smaller of it and the rest (a function at 76% moves as much as the
     24% that is everything else, and one at 100% cannot move at all)."""
-    floor = s.floor or 0.0
     return floor * (x if s.per is not None else min(x, max(1.0 - x, 0.0)))
 
 
-def _change(b: float, n: float, var: float, s: Settings, min_abs: float) -> Change:
-    noise = math.sqrt(var + _floor_term(b, s) ** 2 + _floor_term(n, s) ** 2)
+def _side_floor(side: Side, s: Settings) -> float:
+    """The floor of one side: the run-to-run floor, and (independently of it) the fraction of
+    its samples whose stacks may name a caller for the function that ran."""
+    return math.hypot(s.floor or 0.0, side.racy)
+
+
+def _change(
+    b: float, n: float, var: float, s: Settings, min_abs: float, floors: tuple[float, float]
+) -> Change:
+    noise = math.sqrt(var + _floor_term(b, floors[0], s) ** 2 + _floor_term(n, floors[1], s) ** 2)
     d = n - b
     sig = 0
     if abs(d) > s.sigma * noise and abs(d) > min_abs:
@@ -599,28 +656,36 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
     funcs, bmap, nmap = match_functions(base, new)
     k_base, k_new, unit = _scales(base, new, s)
     shares = s.per is None
-    cb = _costs(base, bmap, k_base, shares)
-    cn = _costs(new, nmap, k_new, shares)
-    min_abs = s.min_delta * cb.total
+    cb = _costs(base, bmap, k_base)
+    cn = _costs(new, nmap, k_new)
+    # Never beyond noise: less than min_delta of the total, or than one disturbance of either
+    # trace's host (a preempted call).
+    min_abs = max(s.min_delta * cb.total, base.jump * k_base, new.jump * k_new)
+    floors = (_side_floor(base, s), _side_floor(new, s))
+    q_base, q_new = base.quantum * k_base, new.quantum * k_new
+
+    def variance(b: float, n: float, var_b: float, var_n: float) -> float:
+        """The variance of n - b.  A sampled side's counting noise is taken at the value both
+        sides would share if nothing had changed (their mean), as a two-sample test does: a
+        function seen on one side only is as uncertain on the other, not certain to be 0 there.
+        A trace's comes from its calls (`var_b`, `var_n`)."""
+        at = (b + n) / 2
+        if base.kind != "trace":
+            var_b = _sample_var(at, q_base, shares)
+        if new.kind != "trace":
+            var_n = _sample_var(at, q_new, shares)
+        return var_b + var_n
 
     diffs = []
     for i, f in enumerate(funcs):
         in_b, in_n = i in cb.incl, i in cn.incl
         status = "both" if in_b and in_n else "new" if in_n else "gone"
-        self_ch = _change(
-            cb.self_.get(i, 0.0),
-            cn.self_.get(i, 0.0),
-            cb.self_var.get(i, 0.0) + cn.self_var.get(i, 0.0),
-            s,
-            min_abs,
-        )
-        total_ch = _change(
-            cb.incl.get(i, 0.0),
-            cn.incl.get(i, 0.0),
-            cb.incl_var.get(i, 0.0) + cn.incl_var.get(i, 0.0),
-            s,
-            min_abs,
-        )
+        b, n = cb.self_.get(i, 0.0), cn.self_.get(i, 0.0)
+        var = variance(b, n, cb.self_var.get(i, 0.0), cn.self_var.get(i, 0.0))
+        self_ch = _change(b, n, var, s, min_abs, floors)
+        b, n = cb.incl.get(i, 0.0), cn.incl.get(i, 0.0)
+        var = variance(b, n, cb.incl_var.get(i, 0.0), cn.incl_var.get(i, 0.0))
+        total_ch = _change(b, n, var, s, min_abs, floors)
         diffs.append(FunctionDiff(f, status, self_ch, total_ch))
     order = sorted(range(len(diffs)), key=lambda i: (_rank_key(diffs[i]), diffs[i].func.name))
     position = {old: new_i for new_i, old in enumerate(order)}
@@ -638,10 +703,7 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
         rows = []
         for caller in set(by_b) | set(by_n):
             b, n = by_b.get(caller, 0.0), by_n.get(caller, 0.0)
-            var = _sample_var(b, base.quantum * k_base, shares) + _sample_var(
-                n, new.quantum * k_new, shares
-            )
-            ch = _change(b, n, var, s, min_abs)
+            ch = _change(b, n, variance(b, n, 0.0, 0.0), s, min_abs, floors)
             rows.append((position[caller] if caller >= 0 else -1, ch))
         rows.sort(key=lambda r: (-r[1].delta, r[0]))
         callers.append((position[old], rows[:CALLERS_EACH]))
@@ -650,7 +712,6 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
     tfunc: list[int] = [-1]
     tchange: list[Change] = [Change(cb.total, cn.total, 0.0, 0)]
     if s.tree:
-        q_base, q_new = base.quantum * k_base, new.quantum * k_new
         merged, values = _merged_tree([cb, cn])
         # Shallower nodes first (each level in the order its nodes were met), so that every
         # node's parent comes before it and a tree too large to send loses its deepest levels.
@@ -662,11 +723,7 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
             parent.append(index[merged.parent[m]])
             tfunc.append(position[merged.key[m]])
             (b, vb), (nw, vn) = values[0][m], values[1][m]
-            if cb.var_at is None:
-                vb = _sample_var(b, q_base, shares)
-            if cn.var_at is None:
-                vn = _sample_var(nw, q_new, shares)
-            tchange.append(_change(b, nw, vb + vn, s, min_abs))
+            tchange.append(_change(b, nw, variance(b, nw, vb, vn), s, min_abs, floors))
     return DiffResult(base, new, s, unit, ranked, callers, parent, tfunc, tchange)
 
 
@@ -743,6 +800,9 @@ def _side_json(side: Side, units: float | None) -> dict[str, Any]:
         "argv": side.meta.get("argv"),
         "python_version": side.meta.get("python_version"),
         "units_of_work": units,
+        "quantum": side.quantum,
+        "disturbance_ns": side.jump if side.kind == "trace" else None,
+        "raced": side.racy if side.kind == "sample" else None,
     }
 
 

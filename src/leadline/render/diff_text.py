@@ -56,12 +56,16 @@ def header_lines(r: DiffResult) -> list[str]:
         if per is None
         else f"cost per unit of work ({'time' if r.unit == 's' else 'samples'} per unit)"
     )
+    raced = max(r.base.racy, r.new.racy)
+    jump = max(r.base.jump, r.new.jump)
     lines = [
         _side_line("BASE", r.base, per[0] if per else None),
         _side_line("NEW ", r.new, per[1] if per else None),
         f"Normalised by {how}; beyond noise: more than {s.sigma:g} sigma "
-        f"(counting noise + {100 * (s.floor or 0):g}% run-to-run floor) "
-        f"and {100 * s.min_delta:g}% of the total",
+        f"(counting noise + {100 * (s.floor or 0):g}% run-to-run floor"
+        + (f" + {100 * raced:.0f}% of stack reads raced" if raced >= 0.005 else "")
+        + f") and {100 * s.min_delta:g}% of the total"
+        + (f", and one disturbance of a traced call ({fmt_ns(jump)})" if jump > 0 else ""),
     ]
     lines += [f"warning: {w}" for w in r.base.warnings + r.new.warnings]
     return lines
