@@ -520,7 +520,7 @@ def _costs(side: Side, mapping: list[int], scale: float) -> Costs:
         incl_var = {mapping[f]: v for f, v in side.incl_var.items()}
         c.self_var = {f: max(self_var.get(f, 0.0), rate * v) * s2 for f, v in c.self_.items()}
         c.incl_var = {f: max(incl_var.get(f, 0.0), rate * v) * s2 for f, v in c.incl.items()}
-        c.var_at = [max(v, rate * t) * s2 for v, t in zip(side.node_var, incl_at, strict=False)]
+        c.var_at = [max(v, rate * w) * s2 for v, w in zip(side.node_var, incl_at, strict=False)]
     c.total = sum(own) * scale
     c.incl_at = [v * scale for v in incl_at]
     for values in (c.self_, c.incl, *c.callers.values()):
