@@ -204,8 +204,8 @@ def test_raced_stack_reads_widen_the_floor() -> None:
     r = compare(side(base), raced)
     assert r.grew == [] and r.shrank == []
     caller = by_name(r)["caller"].self_
-    floor_new = (0.1**2 + 0.3**2) ** 0.5 * 0.4  # of the smaller of 40% and the rest
-    assert caller.noise > floor_new
+    # The raced fraction of the share both sides would have if nothing had changed (30%).
+    assert caller.noise > 0.3 * 0.3
 
 
 def test_per_unit_of_work() -> None:
@@ -354,7 +354,10 @@ SYNTH = """
 
     run(ITERATIONS * WORK)
 """
-ITERATIONS = 1000
+# 1,500 iterations at 4 kHz: 6,000 samples or more even when a busy host holds the sampler up
+# (at 1,000 and 2 kHz, 2,000 to 3,000, and func_17's x3 sat at 4.4 sigma, in 8 pairs of 100
+# below 4).
+ITERATIONS = 1500
 
 
 def profiled(tmp_path: Path, name: str, **env: str) -> Path:
@@ -363,7 +366,7 @@ def profiled(tmp_path: Path, name: str, **env: str) -> Path:
         write(tmp_path, "synth.py", SYNTH.replace("ITERATIONS", str(ITERATIONS)))
     out = tmp_path / f"{name}.lead"
     r = run(
-        [*leadline_cmd(), "run", "--mode", "cpu", "--rate", "2000", "-o", str(out), "synth.py"],
+        [*leadline_cmd(), "run", "--mode", "cpu", "--rate", "4000", "-o", str(out), "synth.py"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -404,8 +407,8 @@ def flagged(data: dict[str, Any]) -> list[str]:
 
 def test_cpu_mode_is_weighed_in_cpu_time(runs: dict[str, Path], tmp_path: Path) -> None:
     """A cpu-mode capture's samples weigh the CPU time each stands for (what `report` shows
-    in cpu mode), and one sample weighs sum w^2 / sum w of them: the counting noise of unequal
-    weights."""
+    in cpu mode), up to 8 sampling periods each, and one sample weighs sum w^2 / sum w of them:
+    the counting noise of unequal weights."""
     from leadline.analyse.diff import load_side
     from leadline.capture.reader import Capture
 
@@ -414,15 +417,20 @@ def test_cpu_mode_is_weighed_in_cpu_time(runs: dict[str, Path], tmp_path: Path) 
         leadline("report", runs["base"], "--json", cwd=tmp_path, check=True).stdout
     )
     assert report_data["metric"] == "cpu"
-    assert data["base"]["unit"] == "ns" and data["base"]["total"] == report_data["total"]
+    # At most 8 sampling periods (2 ms at 4 kHz) of CPU time per sample.
     with Capture(runs["base"]) as cap:
-        cpu = [float(sample[4]) for sample in cap.samples()]
+        assert cap.meta["options"]["rate_hz"] == 4000
+        cpu = [min(float(sample[4]), 8 * 1e9 / 4000) for sample in cap.samples()]
+    assert data["base"]["unit"] == "ns"
+    # (less the few samples of leadline's own launcher, which no report shows)
+    assert 0.95 * sum(cpu) < data["base"]["total"] <= sum(cpu)
+    assert 0.9 * report_data["total"] < data["base"]["total"] <= report_data["total"]
     quantum = sum(w * w for w in cpu) / sum(cpu)
     assert data["base"]["quantum"] == pytest.approx(quantum)
     assert 0 <= data["base"]["raced"] < 0.5
     assert load_side(str(runs["base"])).quantum == pytest.approx(quantum)
-    # A sample stands for about one period of CPU time at 2 kHz (more when ticks were late).
-    assert 0.4e6 < quantum < 50e6
+    # A sample stands for about one period of CPU time (more when ticks were late).
+    assert 0.2e6 < quantum <= 2e6
 
 
 def test_three_times_slower_among_fifty_ranks_first(runs: dict[str, Path], tmp_path: Path) -> None:
@@ -612,13 +620,13 @@ def test_a_call_held_up_once_is_within_a_traces_noise(tmp_path: Path) -> None:
     (of 20,000) is held up for 20 ms, as a preempted call is; in NEW, `setup`, called once, is
     held up for 20 ms too.  A single call has no per-call spread, but the captures show that
     one call can take 20 ms longer for reasons of its host, so `setup` is not beyond noise (it
-    used to be flagged, and ranked first).  Held up for a second, several times the run, it
+    used to be flagged, and ranked first).  Held up for two seconds, several times the run, it
     is beyond noise even on a busy host (where the captures show preemptions of tens of ms,
     and a call as long as that could be preempted several times)."""
     write(tmp_path, "delayed.py", DELAYED)
     import os
 
-    for name, delay in (("base", "0"), ("held", "0.02"), ("slow", "1")):
+    for name, delay in (("base", "0"), ("held", "0.02"), ("slow", "2")):
         run(
             [*leadline_cmd(), "trace", "-o", f"{name}.lead", "delayed.py"],
             cwd=tmp_path,
@@ -634,7 +642,11 @@ def test_a_call_held_up_once_is_within_a_traces_noise(tmp_path: Path) -> None:
     assert flagged(data) == [], data["functions"][:3]
     assert data["base"]["disturbance_ns"] > 15e6 and data["new"]["disturbance_ns"] > 15e6
     data = diff_json("base.lead", "slow.lead", cwd=tmp_path)
-    assert flagged(data)[0] == "setup"
+    assert flagged(data)[:1] == ["setup"], (
+        [data[k]["disturbance_ns"] for k in ("base", "new")],
+        [data[k]["total"] for k in ("base", "new")],
+        [(f["name"], f["delta_self"], f["noise_self"]) for f in data["functions"][:3]],
+    )
 
 
 def test_disturbance_of_a_trace_from_its_calls() -> None:

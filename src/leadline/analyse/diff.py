@@ -57,6 +57,9 @@ TOP_CALLERS = 3  # regressions whose callers are listed
 CALLERS_EACH = 8  # callers listed for each
 MAX_TREE_NODES = 200_000
 MAX_COUNTS = 10_000_000  # collapsed weights adding up to more are not sample counts
+MAX_SAMPLE_PERIODS = 8  # a cpu-mode sample weighs at most this many sampling periods of CPU
+RACED_WARNING = 0.25  # a capture with this fraction of raced stack reads is named in a warning
+RACED_REFERENCE = 0.25  # the fraction of raced reads at which all of them may have been wrong
 
 # Where an installed package's files start: after these directories.
 _INSTALL_DIRS = re.compile(r".*/(?:site-packages|dist-packages)/|.*/lib/python\d+\.\d+/")
@@ -174,7 +177,24 @@ class _Interner:
 
 
 def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
-    p = load_profile(cap)
+    # A cpu-mode sample weighs the CPU time its thread used since its previous sample, which
+    # the sampler measured.  On a busy host the sampler's ticks come late, and fewer at some
+    # moments than at others: counted one each, samples then under-weigh what the program did
+    # while the sampler was held up (the share of one program's start-up ranged from 1.7% to
+    # 18.6% over 17 identical runs counted in samples, 8.0% to 15.1% in CPU time), while the
+    # CPU time they stand for stays right.  So cpu-mode sides are weighed in CPU time, and the
+    # counting noise of a sum of unequal weights is that of (sum w)^2 / sum w^2 equal samples:
+    # one sample "weighs" sum w^2 / sum w.
+    #
+    # But a sample stands for no more than MAX_SAMPLE_PERIODS periods of CPU time: the sample
+    # after a long stall of the sampler says little about where that time went (the program
+    # was elsewhere for most of it), and one such sample, weighing as much as dozens, only adds
+    # noise (a 3x slowdown among 50 functions was beyond noise in 77 of 100 pairs of loaded
+    # runs weighed in full, in 92 capped at 8 periods, as in 92 counted one each).
+    options = cap.meta.get("options") or {}
+    rate = float(options.get("rate_hz") or 0)
+    cap_ns = MAX_SAMPLE_PERIODS * 1e9 / rate if options.get("mode") == "cpu" and rate > 0 else None
+    p = load_profile(cap, cpu_cap_ns=cap_ns)
     intern = _Interner()
     func_of = [intern(f.name, f.file, f.func_line) for f in p.frames]
     side = Side(
@@ -189,18 +209,10 @@ def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
     )
     weighted = selected(p, idle, "samples")
     if p.mode == "cpu":
-        # A cpu-mode sample weighs the CPU time its thread used since its previous sample,
-        # which the sampler measured.  On a busy host the sampler's ticks come late, and fewer
-        # at some times than at others: counted as one each, samples then under-weigh the
-        # phases of the program when the sampler was held up (the share of start-up moved from
-        # 8% to 19% between identical runs of one program), while the CPU time they stand for
-        # stays right (1% to 2.6%).  So cpu-mode sides are weighed in CPU time, and the counting
-        # noise of a sum of unequal weights is that of (sum w)^2 / sum w^2 equal samples: one
-        # sample "weighs" sum w^2 / sum w.
         by_cpu = selected(p, idle, "cpu")
         total = squares = 0.0
         for sample in cap.samples():
-            cpu = float(sample[4])
+            cpu = min(float(sample[4]), cap_ns or math.inf)
             total += cpu
             squares += cpu * cpu
         if by_cpu and total > 0:
@@ -225,6 +237,11 @@ def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
     reads = p.samples + p.torn
     if reads > 0:
         side.racy = min((int(end.get("retried", 0)) + p.torn) / reads, 1.0)
+    if side.racy >= RACED_WARNING:
+        side.warnings.append(
+            f"{path}: {side.racy:.0%} of the sampler's stack reads raced with the program "
+            "(a busy host): its shares are that much less sure"
+        )
     if not p.complete:
         side.warnings.append(f"{path}: incomplete capture; comparing the samples it holds")
     return side
@@ -619,16 +636,34 @@ def _floor_term(x: float, floor: float, s: Settings) -> float:
     return floor * (x if s.per is not None else min(x, max(1.0 - x, 0.0)))
 
 
-def _side_floor(side: Side, s: Settings) -> float:
-    """The floor of one side: the run-to-run floor, and (independently of it) the fraction of
-    its samples whose stacks may name a caller for the function that ran."""
-    return math.hypot(s.floor or 0.0, side.racy)
+def _raced_allowance(racy: float) -> float:
+    """How far off, as a fraction of a value, a capture whose stack reads raced with the program
+    in this fraction of reads may be.  A read that raced was read again, and most are right
+    then; the ones that were kept wrong grow faster than the races do: at 29% of the reads
+    raced, callers' self shares were 2 to 7 times what the other 16 runs of the program had, at
+    53% a function's inclusive share was a sixth of theirs, while runs with under 10% were as
+    good as any.  So the allowance is racy^2 / RACED_REFERENCE (a quarter of the reads raced:
+    all of them may be wrong), at most the whole value."""
+    return min(racy * racy / RACED_REFERENCE, 1.0)
 
 
 def _change(
-    b: float, n: float, var: float, s: Settings, min_abs: float, floors: tuple[float, float]
+    b: float, n: float, var: float, s: Settings, min_abs: float, raced: tuple[float, float]
 ) -> Change:
-    noise = math.sqrt(var + _floor_term(b, floors[0], s) ** 2 + _floor_term(n, floors[1], s) ** 2)
+    """The change from `b` to `n`, whose variance from counting or per-call spreads is `var`,
+    judged against its noise: that variance, the run-to-run floor of each side's value, and
+    each side's fraction of raced stack reads of the value both would share if nothing had
+    changed (their mean: reads that raced may have taken a function's samples away from it, so
+    what a side shows of it is no measure of how much it could have lost)."""
+    floor = s.floor or 0.0
+    m = (b + n) / 2
+    noise = math.sqrt(
+        var
+        + _floor_term(b, floor, s) ** 2
+        + _floor_term(n, floor, s) ** 2
+        + _floor_term(m, raced[0], s) ** 2
+        + _floor_term(m, raced[1], s) ** 2
+    )
     d = n - b
     sig = 0
     if abs(d) > s.sigma * noise and abs(d) > min_abs:
@@ -661,7 +696,7 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
     # Never beyond noise: less than min_delta of the total, or than one disturbance of either
     # trace's host (a preempted call).
     min_abs = max(s.min_delta * cb.total, base.jump * k_base, new.jump * k_new)
-    floors = (_side_floor(base, s), _side_floor(new, s))
+    raced = (_raced_allowance(base.racy), _raced_allowance(new.racy))
     q_base, q_new = base.quantum * k_base, new.quantum * k_new
 
     def variance(b: float, n: float, var_b: float, var_n: float) -> float:
@@ -682,10 +717,10 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
         status = "both" if in_b and in_n else "new" if in_n else "gone"
         b, n = cb.self_.get(i, 0.0), cn.self_.get(i, 0.0)
         var = variance(b, n, cb.self_var.get(i, 0.0), cn.self_var.get(i, 0.0))
-        self_ch = _change(b, n, var, s, min_abs, floors)
+        self_ch = _change(b, n, var, s, min_abs, raced)
         b, n = cb.incl.get(i, 0.0), cn.incl.get(i, 0.0)
         var = variance(b, n, cb.incl_var.get(i, 0.0), cn.incl_var.get(i, 0.0))
-        total_ch = _change(b, n, var, s, min_abs, floors)
+        total_ch = _change(b, n, var, s, min_abs, raced)
         diffs.append(FunctionDiff(f, status, self_ch, total_ch))
     order = sorted(range(len(diffs)), key=lambda i: (_rank_key(diffs[i]), diffs[i].func.name))
     position = {old: new_i for new_i, old in enumerate(order)}
@@ -703,7 +738,7 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
         rows = []
         for caller in set(by_b) | set(by_n):
             b, n = by_b.get(caller, 0.0), by_n.get(caller, 0.0)
-            ch = _change(b, n, variance(b, n, 0.0, 0.0), s, min_abs, floors)
+            ch = _change(b, n, variance(b, n, 0.0, 0.0), s, min_abs, raced)
             rows.append((position[caller] if caller >= 0 else -1, ch))
         rows.sort(key=lambda r: (-r[1].delta, r[0]))
         callers.append((position[old], rows[:CALLERS_EACH]))
@@ -723,7 +758,7 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
             parent.append(index[merged.parent[m]])
             tfunc.append(position[merged.key[m]])
             (b, vb), (nw, vn) = values[0][m], values[1][m]
-            tchange.append(_change(b, nw, variance(b, nw, vb, vn), s, min_abs, floors))
+            tchange.append(_change(b, nw, variance(b, nw, vb, vn), s, min_abs, raced))
     return DiffResult(base, new, s, unit, ranked, callers, parent, tfunc, tchange)
 
 

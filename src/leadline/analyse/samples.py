@@ -27,7 +27,14 @@ def _is_wrapper(file: str, package_dir: str) -> bool:
     return bool(package_dir and file.startswith(package_dir)) or file.endswith(_RUNPY)
 
 
-def load_profile(cap: Capture | CaptureStream, progress: Progress | None = None) -> SampleProfile:
+def load_profile(
+    cap: Capture | CaptureStream,
+    progress: Progress | None = None,
+    *,
+    cpu_cap_ns: float | None = None,
+) -> SampleProfile:
+    """The capture's samples folded into distinct (thread, stack) rows.  With `cpu_cap_ns`,
+    each sample's CPU time counts for at most that much (the diff's weights)."""
     if cap.meta.get("mode") != "sample":
         raise LeadlineError(
             f"{cap.path}: a {cap.meta.get('mode', 'unknown')} capture, not a sampling one "
@@ -161,7 +168,7 @@ def load_profile(cap: Capture | CaptureStream, progress: Progress | None = None)
         row.samples += 1
         if flags & SAMPLE_IDLE:
             row.idle += 1
-        row.cpu_ns += cpu
+        row.cpu_ns += cpu if cpu_cap_ns is None else min(cpu, int(cpu_cap_ns))
         row.rss_bytes += drss * page
     end = cap.end or {}
     opts = cap.meta.get("options") or {}
