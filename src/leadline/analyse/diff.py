@@ -60,6 +60,7 @@ MAX_COUNTS = 10_000_000  # collapsed weights adding up to more are not sample co
 MAX_SAMPLE_PERIODS = 8  # a cpu-mode sample weighs at most this many sampling periods of CPU
 RACED_WARNING = 0.25  # a capture with this fraction of raced stack reads is named in a warning
 RACED_REFERENCE = 0.25  # the fraction of raced reads at which all of them may have been wrong
+FEW_CALLS = 3  # a traced function called fewer times has too few calls to show its spread
 
 # Where an installed package's files start: after these directories.
 _INSTALL_DIRS = re.compile(r".*/(?:site-packages|dist-packages)/|.*/lib/python\d+\.\d+/")
@@ -112,6 +113,8 @@ class Side:
     tree: StackTree = field(default_factory=StackTree)
     weight: list[float] = field(default_factory=lambda: [0.0])
     node_var: list[float] = field(default_factory=lambda: [0.0])  # a trace's, per node
+    node_calls: list[int] = field(default_factory=lambda: [0])  # a trace's, per node
+    calls: dict[int, int] = field(default_factory=dict)  # a trace's, per function
     # How much a trace's host disturbed it (see _disturbance): the variance per nanosecond of
     # traced time that its calls show, and the largest excess one disturbance gave one call.
     rate: float = 0.0
@@ -126,14 +129,17 @@ class Side:
             self.add(self.tree.add(path), w)
         self.stacks = []
 
-    def add(self, node: int, w: float, var: float = 0.0) -> None:
-        """Weight `w` (and, for a trace, variance `var` of its inclusive weight) at `node`."""
+    def add(self, node: int, w: float, var: float = 0.0, calls: int = 0) -> None:
+        """Weight `w` at `node` (and, for a trace, the variance `var` of its inclusive weight
+        and its `calls`)."""
         grow = len(self.tree) - len(self.weight)
         if grow > 0:
             self.weight.extend([0.0] * grow)
             self.node_var.extend([0.0] * grow)
+            self.node_calls.extend([0] * grow)
         self.weight[node] += w
         self.node_var[node] += var
+        self.node_calls[node] += calls
 
     @property
     def total(self) -> float:
@@ -271,8 +277,9 @@ def _from_trace(path: str, cap: Capture) -> Side:
             f = func_ids[n.func] = intern(fn.label, fn.file, fn.line)
         node = side.tree.child(node_of[n.parent] if n.parent >= 0 else 0, f)
         node_of.append(node)
-        side.add(node, float(n.self_ns), n.spread("incl"))
+        side.add(node, float(n.self_ns), n.spread("incl"), n.calls)
         side.self_var[f] = side.self_var.get(f, 0.0) + n.spread("self")
+        side.calls[f] = side.calls.get(f, 0) + n.calls
     side.rate, side.jump = _disturbance(t.nodes)
     # A function's inclusive spread: that of its nodes with no caller of the same function
     # above them (a recursion's inner calls are inside the outer call's time).
@@ -355,6 +362,7 @@ def _from_foreign(path: str, prof: ForeignProfile) -> Side:
         tree=tree,
         weight=weight,
         node_var=[0.0] * len(weight),
+        node_calls=[0] * len(weight),
     )
 
 
@@ -492,6 +500,8 @@ class Costs:
     incl_at: list[float] = field(default_factory=list)
     present: list[bool] = field(default_factory=list)
     var_at: list[float] | None = None
+    calls_at: list[int] | None = None  # a trace's calls per node
+    calls: dict[int, int] = field(default_factory=dict)  # a trace's calls per function
 
 
 def _costs(side: Side, mapping: list[int], scale: float) -> Costs:
@@ -538,6 +548,9 @@ def _costs(side: Side, mapping: list[int], scale: float) -> Costs:
         c.self_var = {f: max(self_var.get(f, 0.0), rate * v) * s2 for f, v in c.self_.items()}
         c.incl_var = {f: max(incl_var.get(f, 0.0), rate * v) * s2 for f, v in c.incl.items()}
         c.var_at = [max(v, rate * w) * s2 for v, w in zip(side.node_var, incl_at, strict=False)]
+        c.calls_at = side.node_calls
+        for f, k in side.calls.items():
+            c.calls[mapping[f]] = c.calls.get(mapping[f], 0) + k
     c.total = sum(own) * scale
     c.incl_at = [v * scale for v in incl_at]
     for values in (c.self_, c.incl, *c.callers.values()):
@@ -647,26 +660,12 @@ def _raced_allowance(racy: float) -> float:
     return min(racy * racy / RACED_REFERENCE, 1.0)
 
 
-def _change(
-    b: float, n: float, var: float, s: Settings, min_abs: float, raced: tuple[float, float]
-) -> Change:
-    """The change from `b` to `n`, whose variance from counting or per-call spreads is `var`,
-    judged against its noise: that variance, the run-to-run floor of each side's value, and
-    each side's fraction of raced stack reads of the value both would share if nothing had
-    changed (their mean: reads that raced may have taken a function's samples away from it, so
-    what a side shows of it is no measure of how much it could have lost)."""
-    floor = s.floor or 0.0
-    m = (b + n) / 2
-    noise = math.sqrt(
-        var
-        + _floor_term(b, floor, s) ** 2
-        + _floor_term(n, floor, s) ** 2
-        + _floor_term(m, raced[0], s) ** 2
-        + _floor_term(m, raced[1], s) ** 2
-    )
+def _verdict(b: float, n: float, noise: float, sigma: float, least: float) -> Change:
+    """The change from `b` to `n`: beyond noise when larger than `sigma` x `noise` and than
+    `least`."""
     d = n - b
     sig = 0
-    if abs(d) > s.sigma * noise and abs(d) > min_abs:
+    if abs(d) > sigma * noise and abs(d) > least:
         sig = 1 if d > 0 else -1
     return Change(b, n, noise, sig)
 
@@ -693,34 +692,49 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
     shares = s.per is None
     cb = _costs(base, bmap, k_base)
     cn = _costs(new, nmap, k_new)
-    # Never beyond noise: less than min_delta of the total, or than one disturbance of either
-    # trace's host (a preempted call).
-    min_abs = max(s.min_delta * cb.total, base.jump * k_base, new.jump * k_new)
+    # Never beyond noise: less than min_delta of the total; for a function called once or twice
+    # on a traced side, less than one disturbance of either trace's host (a preempted call).
+    min_abs = s.min_delta * cb.total
+    few_abs = max(base.jump * k_base, new.jump * k_new)
     raced = (_raced_allowance(base.racy), _raced_allowance(new.racy))
-    q_base, q_new = base.quantum * k_base, new.quantum * k_new
+    traced = (base.kind == "trace", new.kind == "trace")
+    quanta = (base.quantum * k_base, new.quantum * k_new)
+    floor = s.floor or 0.0
 
-    def variance(b: float, n: float, var_b: float, var_n: float) -> float:
-        """The variance of n - b.  A sampled side's counting noise is taken at the value both
-        sides would share if nothing had changed (their mean), as a two-sample test does: a
-        function seen on one side only is as uncertain on the other, not certain to be 0 there.
-        A trace's comes from its calls (`var_b`, `var_n`)."""
+    def judge(b: float, n: float, var: tuple[float, float], calls: tuple[int, int]) -> Change:
+        """The change from `b` to `n`, judged against its noise, side by side:
+
+        - a sampled side: counting noise at the value both sides would share if nothing had
+          changed (their mean, as a two-sample test does: a function seen on one side only is as
+          uncertain on the other, not certain to be 0 there), the run-to-run floor of its own
+          value, and its raced-reads allowance of the shared value (reads that raced may have
+          taken a function's samples away, so what the side shows is no measure of that);
+        - a trace: the variance from its calls (`var`), or the run-to-run floor if that is
+          larger.  On a busy host that spread is the host's run-to-run variation itself: over 12
+          identical traces, shares moved less between runs than the spread alone predicted, so
+          the floor is the least noise a trace has, not more of it.
+        """
         at = (b + n) / 2
-        if base.kind != "trace":
-            var_b = _sample_var(at, q_base, shares)
-        if new.kind != "trace":
-            var_n = _sample_var(at, q_new, shares)
-        return var_b + var_n
+        noise2 = 0.0
+        for k, x in enumerate((b, n)):
+            floor2 = _floor_term(x, floor, s) ** 2
+            if traced[k]:
+                noise2 += max(var[k], floor2)
+            else:
+                noise2 += _sample_var(at, quanta[k], shares) + floor2
+                noise2 += _floor_term(at, raced[k], s) ** 2
+        few = any(traced[k] and calls[k] < FEW_CALLS for k in (0, 1))
+        return _verdict(b, n, math.sqrt(noise2), s.sigma, max(min_abs, few_abs) if few else min_abs)
 
     diffs = []
     for i, f in enumerate(funcs):
         in_b, in_n = i in cb.incl, i in cn.incl
         status = "both" if in_b and in_n else "new" if in_n else "gone"
+        calls = (cb.calls.get(i, 0), cn.calls.get(i, 0))
         b, n = cb.self_.get(i, 0.0), cn.self_.get(i, 0.0)
-        var = variance(b, n, cb.self_var.get(i, 0.0), cn.self_var.get(i, 0.0))
-        self_ch = _change(b, n, var, s, min_abs, raced)
+        self_ch = judge(b, n, (cb.self_var.get(i, 0.0), cn.self_var.get(i, 0.0)), calls)
         b, n = cb.incl.get(i, 0.0), cn.incl.get(i, 0.0)
-        var = variance(b, n, cb.incl_var.get(i, 0.0), cn.incl_var.get(i, 0.0))
-        total_ch = _change(b, n, var, s, min_abs, raced)
+        total_ch = judge(b, n, (cb.incl_var.get(i, 0.0), cn.incl_var.get(i, 0.0)), calls)
         diffs.append(FunctionDiff(f, status, self_ch, total_ch))
     order = sorted(range(len(diffs)), key=lambda i: (_rank_key(diffs[i]), diffs[i].func.name))
     position = {old: new_i for new_i, old in enumerate(order)}
@@ -738,7 +752,7 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
         rows = []
         for caller in set(by_b) | set(by_n):
             b, n = by_b.get(caller, 0.0), by_n.get(caller, 0.0)
-            ch = _change(b, n, variance(b, n, 0.0, 0.0), s, min_abs, raced)
+            ch = judge(b, n, (0.0, 0.0), (FEW_CALLS, FEW_CALLS))
             rows.append((position[caller] if caller >= 0 else -1, ch))
         rows.sort(key=lambda r: (-r[1].delta, r[0]))
         callers.append((position[old], rows[:CALLERS_EACH]))
@@ -757,29 +771,36 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
             index[m] = len(parent)
             parent.append(index[merged.parent[m]])
             tfunc.append(position[merged.key[m]])
-            (b, vb), (nw, vn) = values[0][m], values[1][m]
-            tchange.append(_change(b, nw, variance(b, nw, vb, vn), s, min_abs, raced))
+            (b, vb, kb), (nw, vn, kn) = values[0][m], values[1][m]
+            tchange.append(judge(b, nw, (vb, vn), (kb, kn)))
     return DiffResult(base, new, s, unit, ranked, callers, parent, tfunc, tchange)
 
 
-def _merged_tree(sides: list[Costs]) -> tuple[StackTree, list[list[tuple[float, float]]]]:
+Merged = tuple[float, float, int]  # a merged node's inclusive cost, its variance, its calls
+
+
+def _merged_tree(sides: list[Costs]) -> tuple[StackTree, list[list[Merged]]]:
     """Both sides' call paths merged into one prefix tree of the diff's functions, and per
-    side, each merged node's (inclusive cost, its variance from per-call times); node by node
-    over each side's tree, so its size is that of the two trees."""
+    side, each merged node's inclusive cost, its variance from per-call times and its calls (a
+    trace's); node by node over each side's tree, so its size is that of the two trees."""
     merged = StackTree()
-    values: list[dict[int, tuple[float, float]]] = []
+    values: list[dict[int, Merged]] = []
     for c in sides:
         node_of = [0] * len(c.keys)
-        at: dict[int, tuple[float, float]] = {}
+        at: dict[int, Merged] = {}
         for n in range(1, len(c.keys)):
             if not c.present[n]:
                 continue
             m = merged.child(node_of[c.parent[n]], c.keys[n])
             node_of[n] = m
-            b, v = at.get(m, (0.0, 0.0))
-            at[m] = (b + c.incl_at[n], v + (c.var_at[n] if c.var_at is not None else 0.0))
+            b, v, k = at.get(m, (0.0, 0.0, 0))
+            at[m] = (
+                b + c.incl_at[n],
+                v + (c.var_at[n] if c.var_at is not None else 0.0),
+                k + (c.calls_at[n] if c.calls_at is not None else 0),
+            )
         values.append(at)
-    return merged, [[v.get(m, (0.0, 0.0)) for m in range(len(merged))] for v in values]
+    return merged, [[v.get(m, (0.0, 0.0, 0)) for m in range(len(merged))] for v in values]
 
 
 def fail_reasons(result: DiffResult, pct: float) -> list[str]:
