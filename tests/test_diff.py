@@ -4,11 +4,13 @@ through the real CLI on captures, pprof files and collapsed stacks of real runs.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import htmlpage
 import pytest
 from support import leadline, run, write
 
@@ -25,6 +27,7 @@ from leadline.analyse.diff import (
 from leadline.analyse.model import Frame, SampleProfile, Stack, Thread
 from leadline.capture.foreign import parse_frame_label, read_collapsed, read_pprof
 from leadline.errors import LeadlineError
+from leadline.render.base import RenderOptions, get_renderer, renderers
 from leadline.render.encode import to_collapsed, to_pprof
 
 # ---------------------------------------------------------------------------------------------
@@ -257,6 +260,42 @@ def test_parse_per() -> None:
     for bad in ("0", "-1", "x", "1,2,3", "nan", ""):
         with pytest.raises(LeadlineError, match="--per"):
             parse_per(bad)
+
+
+def test_outputs_are_the_renderers_of_kind_diff() -> None:
+    """The text, JSON and HTML of a diff are renderers of the registry, as every output is."""
+    r = compare(side(fifty()), side(fifty(slow=17)), Settings(tree=True))
+    found = renderers()
+    assert {f for f, k in found if k == "diff"} == {"text", "json", "html"}
+    out = io.StringIO()
+    get_renderer("json", "diff").render(r, out, RenderOptions(limit=2))
+    data = json.loads(out.getvalue())
+    assert data["kind"] == "diff" and data["summary"] == {"grew": 1, "shrank": 0, "functions": 51}
+    assert [f["name"] for f in data["functions"]] == ["f17", "f00"]  # ranked; limit 2
+    assert data["functions"][0]["ratio_self"] == pytest.approx(3 * 5000 / 5200)
+    out = io.StringIO()
+    get_renderer("text", "diff").render(r, out, RenderOptions(limit=3))
+    text = out.getvalue().splitlines()
+    assert text[0].startswith("BASE: sample.lead (a cpu-mode sampling capture)")
+    head = text.index(next(ln for ln in text if ln.startswith("#  BASE SELF")))
+    rows = [ln.split() for ln in text[head + 1 : head + 4]]
+    assert text[head + 4] == ""  # --limit 3: three rows
+    assert [row[0] for row in rows] == ["1", "2", "3"]
+    assert rows[0][1:5] == ["2.00%", "5.77%", "+3.77", "pp▲"] and "f17" in rows[0]
+    assert text[head + 5] == "Callers of #1 f17 (app/f17.py), its total cost 2.00% -> 5.77%:"
+    assert text[-1] == "1 function grew beyond noise, 0 shrank."
+    out = io.StringIO()
+    get_renderer("html", "diff").render(r, out, RenderOptions(limit=2))
+    doc = json.loads(htmlpage.embedded_json(out.getvalue()))
+    assert len(doc["functions"]) == 51 and doc["functions"][0]["name"] == "f17"  # every one
+    assert len(doc["tree"]["parent"]) == 52  # the root, main, and its 50 callees
+    # A capture is told which captures a format takes, never that a diff would do.
+    with pytest.raises(LeadlineError) as refused:
+        get_renderer("html", "probe", "p.lead", "report")
+    assert str(refused.value) == (
+        "html report needs a sampling capture (leadline run) or a trace capture (leadline "
+        "trace); p.lead is a probe capture"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
