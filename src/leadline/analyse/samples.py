@@ -41,69 +41,87 @@ def load_profile(
             f"{cap.path}: a {cap.meta.get('mode', 'unknown')} capture, not a sampling one "
             "(leadline run / attach)"
         )
-    package_dir = "" if cap.meta.get("attached") else str(cap.meta.get("package_dir") or "")
-    frames: list[Frame] = []
-    frame_ids: dict[Frame, int] = {}
-    # Distinct stacks are nodes of one prefix tree of frame indexes, so a deep recursion costs
-    # its depth once, not once per distinct stack (see stacktree).
-    tree = StackTree()
+    stacks = _StackResolver(cap)
+    read = _fold_samples(cap, stacks, progress, cpu_cap_ns)
+    return _profile(cap, stacks.frames, read)
 
-    def frame_of(func: int, off: int) -> int:
-        f = cap.functions.get(func)
+
+class _StackResolver:
+    """The capture's stack ids as nodes of one prefix tree of frame indexes (`tree`, the frames
+    in `frames`), so a deep recursion costs its depth once, not once per distinct stack (see
+    stacktree).
+
+    leadline's own launcher frames are cut from the root of every stack: the console script's
+    or runpy's frames and leadline's package, up to the program's first frame (the `leadline`
+    console script's <module> too when leadline's package is what it calls next, but not the
+    program's <module>, which can call into leadline too: its Thread.start wrapper).  Which
+    frames that is depends only on the frames from the root down to the program's first, so it
+    is decided once per capture stack id, walking down from the root: a stack id whose frames
+    are all launcher frames so far is in `_zone` (its parent, depth, how many root frames are
+    cut so far, and whether its one frame is a non-launcher root frame that a leadline frame
+    below would make part of the launcher); any other has its node in `_node_of`."""
+
+    def __init__(self, cap: Capture | CaptureStream) -> None:
+        self.cap = cap
+        self.package_dir = (
+            "" if cap.meta.get("attached") else str(cap.meta.get("package_dir") or "")
+        )
+        self.frames: list[Frame] = []
+        self.tree = StackTree()
+        self._frame_ids: dict[Frame, int] = {}
+        self._node_of: dict[int, int] = {0: 0}
+        self._zone: dict[int, tuple[int, int, int, bool]] = {}
+        # A zone stack id's own stack, once cut (-1: nothing left).
+        self._zone_node: dict[int, int] = {}
+
+    def frame_of(self, func: int, off: int) -> int:
+        f = self.cap.functions.get(func)
         fr = (
             Frame(f.name, f.file, f.line_at(off), f.line)
             if f is not None
             else Frame(f"<function {func}>", "?", 0, 0)
         )
-        idx = frame_ids.get(fr)
+        idx = self._frame_ids.get(fr)
         if idx is None:
-            idx = frame_ids[fr] = len(frames)
-            frames.append(fr)
+            idx = self._frame_ids[fr] = len(self.frames)
+            self.frames.append(fr)
         return idx
 
-    def file_of(func: int) -> str:
-        f = cap.functions.get(func)
+    def _file_of(self, func: int) -> str:
+        f = self.cap.functions.get(func)
         return f.file if f is not None else ""
 
-    # leadline's own launcher frames are cut from the root of every stack: the console
-    # script's or runpy's frames and leadline's package, up to the program's first frame (the
-    # `leadline` console script's <module> too when leadline's package is what it calls next,
-    # but not the program's <module>, which can call into leadline too: its Thread.start
-    # wrapper).  Which frames that is depends only on the frames from the root down to the
-    # program's first, so it is decided once per capture stack id, walking down from the root:
-    # a stack id whose frames are all launcher frames so far is in `zone` (its parent, depth,
-    # how many root frames are cut so far, and whether its one frame is a non-launcher root
-    # frame that a leadline frame below would make part of the launcher); any other has its
-    # node in `node_of`.
-    node_of: dict[int, int] = {0: 0}
-    zone: dict[int, tuple[int, int, int, bool]] = {}
-    zone_node: dict[int, int] = {}  # a zone stack id's own stack, once cut (-1: nothing left)
-
-    def zone_stack(sid: int) -> int:
+    def _zone_stack(self, sid: int) -> int:
         """The node of a zone stack id's frames once the launcher's are cut (-1 if none is
         left: the recorder itself was sampled)."""
-        got = zone_node.get(sid)
+        got = self._zone_node.get(sid)
         if got is not None:
             return got
+        zone = self._zone
         _, depth, cut, _ = zone[sid]
         chain: list[tuple[int, int]] = []
         s = sid
         while s in zone:
-            _, func, off = cap.stacks.get(s, (0, 0, 0))
+            _, func, off = self.cap.stacks.get(s, (0, 0, 0))
             chain.append((func, off))
             s = zone[s][0]
         chain.reverse()
-        node = tree.add(frame_of(func, off) for func, off in chain[cut:]) if cut < depth else -1
-        zone_node[sid] = node
+        node = (
+            self.tree.add(self.frame_of(func, off) for func, off in chain[cut:])
+            if cut < depth
+            else -1
+        )
+        self._zone_node[sid] = node
         return node
 
-    def place(sid: int, parent: int, func: int, off: int) -> None:
+    def _place(self, sid: int, parent: int, func: int, off: int) -> None:
         """Decides where the stack id `sid` (frame `func`, `off` under `parent`, whose place is
         known) goes."""
+        package_dir, node_of, zone = self.package_dir, self._node_of, self._zone
         if not package_dir:
-            node_of[sid] = tree.child(node_of[parent], frame_of(func, off))
+            node_of[sid] = self.tree.child(node_of[parent], self.frame_of(func, off))
             return
-        file = file_of(func)
+        file = self._file_of(func)
         ours = file.startswith(package_dir)
         if parent == 0:
             if _is_wrapper(file, package_dir):
@@ -113,7 +131,7 @@ def load_profile(
             return
         up = zone.get(parent)
         if up is None:
-            node_of[sid] = tree.child(node_of[parent], frame_of(func, off))
+            node_of[sid] = self.tree.child(node_of[parent], self.frame_of(func, off))
             return
         _, depth, cut, pending = up
         if pending and ours:
@@ -123,17 +141,18 @@ def load_profile(
             zone[sid] = (parent, depth + 1, depth + 1 if ours else cut, False)
         else:
             # The program's first frame: the launcher ends above it.
-            above = zone_stack(parent)
-            node_of[sid] = tree.child(max(above, 0), frame_of(func, off))
+            above = self._zone_stack(parent)
+            node_of[sid] = self.tree.child(max(above, 0), self.frame_of(func, off))
 
-    def resolve(stack: int) -> int:
+    def resolve(self, stack: int) -> int:
         """The tree node of a capture stack id, leadline's launcher frames cut from the root;
         -1 if nothing but those is left (the recorder itself was sampled)."""
+        node_of, zone, stacks = self._node_of, self._zone, self.cap.stacks
         node = node_of.get(stack)
         if node is not None:
             return node
         if stack in zone:
-            return zone_stack(stack)
+            return self._zone_stack(stack)
         # Walk up to the first stack id already placed, then place the ones below it from the
         # root down.  A damaged capture can link stack ids in a loop: the walk stops there.
         todo: list[int] = []
@@ -142,14 +161,34 @@ def load_profile(
         while sid and sid not in node_of and sid not in zone and sid not in seen:
             seen.add(sid)
             todo.append(sid)
-            sid = cap.stacks.get(sid, (0, 0, 0))[0]
+            sid = stacks.get(sid, (0, 0, 0))[0]
         parent = sid if (sid in node_of or sid in zone) else 0
         for sid in reversed(todo):
-            _, func, off = cap.stacks.get(sid, (0, 0, 0))
-            place(sid, parent, func, off)
+            _, func, off = stacks.get(sid, (0, 0, 0))
+            self._place(sid, parent, func, off)
             parent = sid
-        return node_of[stack] if stack in node_of else zone_stack(stack)
+        return node_of[stack] if stack in node_of else self._zone_stack(stack)
 
+
+@dataclass
+class _Rows:
+    """A capture's samples folded into distinct (thread, stack) rows, with how many samples
+    were read and the times of the first and last."""
+
+    rows: list[Stack]
+    samples: int
+    first_t: int | None
+    last_t: int | None
+
+
+def _fold_samples(
+    cap: Capture | CaptureStream,
+    stacks: _StackResolver,
+    progress: Progress | None,
+    cpu_cap_ns: float | None,
+) -> _Rows:
+    """Reads every sample of the capture into the row of its thread and stack."""
+    resolve, tree = stacks.resolve, stacks.tree
     rows: dict[tuple[int, int], Stack] = {}
     page = int(cap.meta.get("page_size") or 4096)
     n_samples = 0
@@ -171,10 +210,16 @@ def load_profile(
             row.idle += 1
         row.cpu_ns += cpu if cpu_cap_ns is None else min(cpu, int(cpu_cap_ns))
         row.rss_bytes += drss * page
+    return _Rows(list(rows.values()), n_samples, first_t, last_t)
+
+
+def _profile(cap: Capture | CaptureStream, frames: list[Frame], read: _Rows) -> SampleProfile:
+    """The profile of the samples read, with what the capture's META and END say of the run:
+    the sampler's options, its span, its threads' names, what it missed and lost."""
     end = cap.end or {}
     opts = cap.meta.get("options") or {}
-    t0 = int(cap.meta.get("t_start", first_t or 0))
-    t1 = int(end.get("t_end", last_t or t0))
+    t0 = int(cap.meta.get("t_start", read.first_t or 0))
+    t1 = int(end.get("t_end", read.last_t or t0))
     names: dict[str, str] = end.get("threads") or {}
     own_pid = int(cap.meta.get("pid", 0))
     threads = []
@@ -188,14 +233,14 @@ def load_profile(
         rate_hz=float(opts.get("rate_hz", 100.0)),
         duration_ns=cap.ns(t1) if t1 >= t0 else 0,
         start_unix_ns=int(cap.meta.get("start_unix_ns", 0)),
-        samples=n_samples,
+        samples=read.samples,
         ticks=int(end.get("ticks", 0)),
         missed=int(end.get("missed", 0)),
         torn=int(end.get("torn", 0)),
         memory=bool(opts.get("memory", False)),
         frames=frames,
         threads=threads,
-        stacks=list(rows.values()),
+        stacks=read.rows,
         meta=dict(cap.meta),
         complete=cap.complete,
         samples_lost=int(end.get("samples_lost") or 0),
