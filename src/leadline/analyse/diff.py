@@ -694,28 +694,30 @@ def _rank_key(f: FunctionDiff) -> tuple[int, float]:
     return (3, -abs(f.self_.delta))
 
 
-def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResult:
-    s = settings or Settings()
-    check_comparable(base, new)
-    if s.per is not None and min(s.per) <= 0:
-        raise LeadlineError("--per: units of work must be positive")
-    if s.floor is None:
-        s = dataclasses.replace(s, floor=DEFAULT_FLOOR if s.per is None else DEFAULT_PER_FLOOR)
-    funcs, bmap, nmap = match_functions(base, new)
-    k_base, k_new, unit = _scales(base, new, s)
-    shares = s.per is None
-    cb = _costs(base, bmap, k_base)
-    cn = _costs(new, nmap, k_new)
-    # Never beyond noise: less than min_delta of the total; for a function called once or twice
-    # on a traced side, less than one disturbance of either trace's host (a preempted call).
-    min_abs = s.min_delta * cb.total
-    few_abs = max(base.jump * k_base, new.jump * k_new)
-    raced = (_raced_allowance(base.racy), _raced_allowance(new.racy))
-    traced = (base.kind == "trace", new.kind == "trace")
-    quanta = (base.quantum * k_base, new.quantum * k_new)
-    floor = s.floor or 0.0
+class _Judge:
+    """The noise model of one comparison: judges a change from BASE's value to NEW's, both
+    normalised, against the noise the two sides' kinds and hosts allow it."""
 
-    def judge(b: float, n: float, var: tuple[float, float], calls: tuple[int, int]) -> Change:
+    def __init__(
+        self, base: Side, new: Side, scales: tuple[float, float], s: Settings, total: float
+    ) -> None:
+        """`scales` normalise BASE's and NEW's weights; `total` is BASE's, normalised."""
+        k_base, k_new = scales
+        self.s = s
+        self.shares = s.per is None
+        self.floor = s.floor or 0.0
+        # Never beyond noise: less than min_delta of the total; for a function called once or
+        # twice on a traced side, less than one disturbance of either trace's host (a
+        # preempted call).
+        self.min_abs = s.min_delta * total
+        self.few_abs = max(base.jump * k_base, new.jump * k_new)
+        self.raced = (_raced_allowance(base.racy), _raced_allowance(new.racy))
+        self.traced = (base.kind == "trace", new.kind == "trace")
+        self.quanta = (base.quantum * k_base, new.quantum * k_new)
+
+    def __call__(
+        self, b: float, n: float, var: tuple[float, float], calls: tuple[int, int]
+    ) -> Change:
         """The change from `b` to `n`, judged against its noise, side by side:
 
         - a sampled side: counting noise at the value both sides would share if nothing had
@@ -728,34 +730,67 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
           identical traces, shares moved less between runs than the spread alone predicted, so
           the floor is the least noise a trace has, not more of it.
         """
+        s = self.s
         at = (b + n) / 2
         noise2 = 0.0
         for k, x in enumerate((b, n)):
-            floor2 = _floor_term(x, floor, s) ** 2
-            if traced[k]:
+            floor2 = _floor_term(x, self.floor, s) ** 2
+            if self.traced[k]:
                 noise2 += max(var[k], floor2)
             else:
-                noise2 += _sample_var(at, quanta[k], shares) + floor2
-                noise2 += _floor_term(at, raced[k], s) ** 2
-        few = any(traced[k] and calls[k] < FEW_CALLS for k in (0, 1))
-        return _verdict(b, n, math.sqrt(noise2), s.sigma, max(min_abs, few_abs) if few else min_abs)
+                noise2 += _sample_var(at, self.quanta[k], self.shares) + floor2
+                noise2 += _floor_term(at, self.raced[k], s) ** 2
+        few = any(self.traced[k] and calls[k] < FEW_CALLS for k in (0, 1))
+        least = max(self.min_abs, self.few_abs) if few else self.min_abs
+        return _verdict(b, n, math.sqrt(noise2), s.sigma, least)
 
-    diffs = []
-    for i, f in enumerate(funcs):
-        in_b, in_n = i in cb.incl, i in cn.incl
-        status = "both" if in_b and in_n else "new" if in_n else "gone"
-        calls = (cb.calls.get(i, 0), cn.calls.get(i, 0))
-        b, n = cb.self_.get(i, 0.0), cn.self_.get(i, 0.0)
-        self_ch = judge(b, n, (cb.self_var.get(i, 0.0), cn.self_var.get(i, 0.0)), calls)
-        b, n = cb.incl.get(i, 0.0), cn.incl.get(i, 0.0)
-        total_ch = judge(b, n, (cb.incl_var.get(i, 0.0), cn.incl_var.get(i, 0.0)), calls)
-        diffs.append(FunctionDiff(f, status, self_ch, total_ch))
+
+def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResult:
+    s = settings or Settings()
+    check_comparable(base, new)
+    if s.per is not None and min(s.per) <= 0:
+        raise LeadlineError("--per: units of work must be positive")
+    if s.floor is None:
+        s = dataclasses.replace(s, floor=DEFAULT_FLOOR if s.per is None else DEFAULT_PER_FLOOR)
+    funcs, bmap, nmap = match_functions(base, new)
+    k_base, k_new, unit = _scales(base, new, s)
+    cb = _costs(base, bmap, k_base)
+    cn = _costs(new, nmap, k_new)
+    judge = _Judge(base, new, (k_base, k_new), s, cb.total)
+    diffs = [_function_diff(i, f, cb, cn, judge) for i, f in enumerate(funcs)]
     order = sorted(range(len(diffs)), key=lambda i: (_rank_key(diffs[i]), diffs[i].func.name))
     position = {old: new_i for new_i, old in enumerate(order)}
     ranked = [diffs[i] for i in order]
     for r, fd in enumerate(ranked, 1):
         fd.rank = r
+    callers = _top_callers(diffs, order, position, (cb, cn), judge)
+    tree = _tree(position, (cb, cn), judge, s.tree)
+    return DiffResult(base, new, s, unit, ranked, callers, *tree)
 
+
+def _function_diff(i: int, f: Func, cb: Costs, cn: Costs, judge: _Judge) -> FunctionDiff:
+    """Function `i` of the diff's list: where it is found, and its self and total changes."""
+    in_b, in_n = i in cb.incl, i in cn.incl
+    status = "both" if in_b and in_n else "new" if in_n else "gone"
+    calls = (cb.calls.get(i, 0), cn.calls.get(i, 0))
+    b, n = cb.self_.get(i, 0.0), cn.self_.get(i, 0.0)
+    self_ch = judge(b, n, (cb.self_var.get(i, 0.0), cn.self_var.get(i, 0.0)), calls)
+    b, n = cb.incl.get(i, 0.0), cn.incl.get(i, 0.0)
+    total_ch = judge(b, n, (cb.incl_var.get(i, 0.0), cn.incl_var.get(i, 0.0)), calls)
+    return FunctionDiff(f, status, self_ch, total_ch)
+
+
+def _top_callers(
+    diffs: list[FunctionDiff],
+    order: list[int],
+    position: dict[int, int],
+    costs: tuple[Costs, Costs],
+    judge: _Judge,
+) -> list[tuple[int, list[tuple[int, Change]]]]:
+    """The callers of the first TOP_CALLERS ranked functions that grew beyond noise: for each
+    (its rank's index), the CALLERS_EACH callers (ranked index, or -1: the root of the stack)
+    whose calls to it grew most."""
+    cb, cn = costs
     callers = []
     for old in order[:TOP_CALLERS]:
         fd = diffs[old]
@@ -770,24 +805,33 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
             rows.append((position[caller] if caller >= 0 else -1, ch))
         rows.sort(key=lambda r: (-r[1].delta, r[0]))
         callers.append((position[old], rows[:CALLERS_EACH]))
+    return callers
 
+
+def _tree(
+    position: dict[int, int], costs: tuple[Costs, Costs], judge: _Judge, wanted: bool
+) -> tuple[list[int], list[int], list[Change]]:
+    """The merged call-path tree (parents, ranked function indexes, changes), its root alone
+    unless `wanted`."""
+    cb, cn = costs
     parent: list[int] = [-1]
     tfunc: list[int] = [-1]
     tchange: list[Change] = [Change(cb.total, cn.total, 0.0, 0)]
-    if s.tree:
-        merged, values = _merged_tree([cb, cn])
-        # Shallower nodes first (each level in the order its nodes were met), so that every
-        # node's parent comes before it and a tree too large to send loses its deepest levels.
-        order = sorted(range(1, len(merged)), key=lambda m: merged.depth[m])
-        kept = order[: MAX_TREE_NODES - 1]
-        index = {0: 0}
-        for m in kept:
-            index[m] = len(parent)
-            parent.append(index[merged.parent[m]])
-            tfunc.append(position[merged.key[m]])
-            (b, vb, kb), (nw, vn, kn) = values[0][m], values[1][m]
-            tchange.append(judge(b, nw, (vb, vn), (kb, kn)))
-    return DiffResult(base, new, s, unit, ranked, callers, parent, tfunc, tchange)
+    if not wanted:
+        return parent, tfunc, tchange
+    merged, values = _merged_tree([cb, cn])
+    # Shallower nodes first (each level in the order its nodes were met), so that every node's
+    # parent comes before it and a tree too large to send loses its deepest levels.
+    order = sorted(range(1, len(merged)), key=lambda m: merged.depth[m])
+    kept = order[: MAX_TREE_NODES - 1]
+    index = {0: 0}
+    for m in kept:
+        index[m] = len(parent)
+        parent.append(index[merged.parent[m]])
+        tfunc.append(position[merged.key[m]])
+        (b, vb, kb), (nw, vn, kn) = values[0][m], values[1][m]
+        tchange.append(judge(b, nw, (vb, vn), (kb, kn)))
+    return parent, tfunc, tchange
 
 
 Merged = tuple[float, float, int]  # a merged node's inclusive cost, its variance, its calls
