@@ -330,21 +330,16 @@ def test_tree_path_is_the_tuple_it_stands_for() -> None:
     assert TreePath(t, 0) == () and not TreePath(t, 0)
 
 
-def deep_side(depth: int, path: str) -> Side:
-    """`main` -> `down` x depth, one sample at every level, built node by node."""
-    s = Side(
-        path,
-        "sample",
-        "cpu",
-        "samples",
-        1.0,
-        1e-3,
-        [Func("main", "/app/main.py", 1), Func("down", "/app/deep.py", 4)],
-    )
+def deep_side(depth: int, path: str, extra: float = 0.0) -> Side:
+    """`main` -> `down` x depth, one sample at every level and `extra` more at the deepest,
+    built node by node."""
+    funcs = [Func("main", "/app/main.py", 1), Func("down", "/app/deep.py", 4)]
+    s = Side(path, "sample", "cpu", "samples", 1.0, 1e-3, funcs)
     node = s.tree.child(0, 0)
     for _ in range(depth):
         node = s.tree.child(node, 1)
         s.add(node, 1.0)
+    s.add(node, extra)
     return s
 
 

@@ -12,6 +12,7 @@ import pytest
 from browser import render_in_chromium
 from htmlpage import FIRST_ROW_JS, STATE_JS, assert_clean, hover_frame_js, rendered
 from support import leadline, run, write
+from test_diff_deep import deep_side
 
 from leadline.analyse.diff import Func, Settings, Side, compare, to_json
 from leadline.render.diff_html import render_diff_html
@@ -215,25 +216,9 @@ def test_deep_recursion_in_chromium(tmp_path: Path) -> None:
     worth at the bottom in NEW: the diff sends one tree node per level and the page draws the
     whole chain, without recursion, the deepest paths red (they grew) and the rest neutral."""
     depth = 50_000
-
-    def deep(extra: float) -> Side:
-        s = Side(
-            "deep.lead",
-            "sample",
-            "cpu",
-            "samples",
-            1.0,
-            1e-3,
-            [Func("main", "/srv/app/main.py", 1), Func("down", "/srv/app/deep.py", 4)],
-        )
-        node = s.tree.child(0, 0)
-        for _ in range(depth):
-            node = s.tree.child(node, 1)
-            s.add(node, 1.0)
-        s.add(node, extra)
-        return s
-
-    doc = to_json(compare(deep(0.0), deep(20_000.0), Settings()))
+    doc = to_json(
+        compare(deep_side(depth, "deep.lead"), deep_side(depth, "deep.lead", 20_000.0), Settings())
+    )
     assert len(doc["tree"]["parent"]) == depth + 2
     out = tmp_path / "deep.diff.html"
     out.write_text(render_diff_html(doc), encoding="utf-8")
