@@ -12,6 +12,7 @@ import pytest
 from browser import render_in_chromium
 from htmlpage import FIRST_ROW_JS, STATE_JS, assert_clean, hover_frame_js, rendered
 from support import leadline, run, write
+from test_diff_deep import deep_side
 
 from leadline.analyse.diff import Func, Settings, Side, compare, to_json
 from leadline.render.diff_html import render_diff_html
@@ -208,3 +209,23 @@ def test_cli_diff_html_in_chromium(tmp_path: Path) -> None:
     first, tip = result.results
     assert first == "hot"
     assert "beyond noise: grew" in tip
+
+
+def test_deep_recursion_in_chromium(tmp_path: Path) -> None:
+    """A 50,000-deep recursion on both sides, one sample at every level, and one more level's
+    worth at the bottom in NEW: the diff sends one tree node per level and the page draws the
+    whole chain, without recursion, the deepest paths red (they grew) and the rest neutral."""
+    depth = 50_000
+    doc = to_json(
+        compare(deep_side(depth, "deep.lead"), deep_side(depth, "deep.lead", 20_000.0), Settings())
+    )
+    assert len(doc["tree"]["parent"]) == depth + 2
+    out = tmp_path / "deep.diff.html"
+    out.write_text(render_diff_html(doc), encoding="utf-8")
+    result = render_in_chromium(out, "", actions=[STATE_JS], timeout=120)
+    state = assert_clean(result, out)
+    assert int(state["depth"]) >= depth * 9 // 10
+    expected = frame_counts(doc, "new")
+    assert expected["red"] > 0 and expected["neutral"] > 0 and expected["blue"] == 0
+    assert int(state["red"]) > 0 and int(state["blue"]) == 0
+    assert int(state["red"]) + int(state["neutral"]) >= depth * 9 // 10

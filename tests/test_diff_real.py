@@ -105,34 +105,46 @@ def make_venv(root: Path, package: str, version: str, requirements: tuple[str, .
     return python
 
 
+# A capture whose sampler had to read this fraction of its stacks again (the program changed
+# them under it, on a busy host) says its shares are unsure, and the diff counts them so: it is
+# recorded again (at most twice), as an experimenter would.  One run in ten on this shared
+# 2-core host under load had over half of its reads race, and shares off by up to 6x.
+RACED_TOO_MANY = 0.25
+
+
 def profile(python: Path, script: str, out: Path, expected_version: str) -> Path:
     # Identical runs must do identical work: with random string hashes, how many probes a
     # dict, set or pyrsistent map lookup takes changes from run to run (jsonschema 3.2.0's
     # TypeChecker.is_type moved from 2% to 6.5% of the samples between two runs).
     env = {**os.environ, "NO_COLOR": "1", "PYTHONHASHSEED": "0"}
     env.pop("PYTHONPATH", None)
-    r = run(
-        [
-            str(python),
-            "-m",
-            "leadline",
-            "run",
-            "--mode",
-            "cpu",
-            "--rate",
-            "2000",
-            "-o",
-            str(out),
-            str(HERE / script),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=out.parent,
-    )
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == expected_version  # the environment's own copy
+    for _attempt in range(3):
+        r = run(
+            [
+                str(python),
+                "-m",
+                "leadline",
+                "run",
+                "--mode",
+                "cpu",
+                "--rate",
+                "2000",
+                "-o",
+                str(out),
+                str(HERE / script),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+            cwd=out.parent,
+        )
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip().splitlines()[-1] == expected_version  # the environment's copy
+        raced = diff(out, out)["base"]
+        assert isinstance(raced, dict)
+        if raced["raced"] < RACED_TOO_MANY:
+            break
     return out
 
 

@@ -51,7 +51,8 @@ from ..capture.reader import MAGIC, Capture
 from ..errors import LeadlineError
 from ..fleet.pyroscope import FleetQuery, is_fleet_url, parse_fleet_url, select_merge_profile
 from .samples import load_profile, selected
-from .trace import analyse
+from .stacktree import StackTree, TreePath
+from .trace import Node, analyse
 
 SCHEMA_VERSION = 1
 DEFAULT_SIGMA = 4.0
@@ -62,6 +63,10 @@ TOP_CALLERS = 3  # regressions whose callers are listed
 CALLERS_EACH = 8  # callers listed for each
 MAX_TREE_NODES = 200_000
 MAX_COUNTS = 10_000_000  # collapsed weights adding up to more are not sample counts
+MAX_SAMPLE_PERIODS = 8  # a cpu-mode sample weighs at most this many sampling periods of CPU
+RACED_WARNING = 0.25  # a capture with this fraction of raced stack reads is named in a warning
+RACED_REFERENCE = 0.25  # the fraction of raced reads at which all of them may have been wrong
+FEW_CALLS = 3  # a traced function called fewer times has too few calls to show its spread
 
 # Where an installed package's files start: after these directories.
 _INSTALL_DIRS = re.compile(r".*/(?:site-packages|dist-packages)/|.*/lib/python\d+\.\d+/")
@@ -98,18 +103,53 @@ class Side:
     quantum: float  # the weight of one sample (0 for a trace: no sampling noise)
     seconds: float | None  # seconds per unit of weight (None when unknown)
     funcs: list[Func]
-    stacks: list[tuple[tuple[int, ...], float]]  # function indexes, outermost first
+    # Stacks given as paths of function indexes (outermost first) with a weight, as a side built
+    # by hand or read from collapsed stacks or pprof has them: folded into `tree` when the Side
+    # is made, and emptied.  Captures are read straight into the tree.
+    stacks: list[tuple[Sequence[int], float]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
-    # A trace's spreads: the variance of each path's inclusive weight, and of each function's
-    # exclusive and inclusive weight (from per-call times).  Empty for sampled sides.
-    path_var: dict[tuple[int, ...], float] = field(default_factory=dict)
+    # A trace's spreads: the variance of each function's exclusive and inclusive weight, and of
+    # each tree node's inclusive weight (from per-call times).  Empty for sampled sides.
     self_var: dict[int, float] = field(default_factory=dict)
     incl_var: dict[int, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # The distinct stacks as one prefix tree of function indexes (each stack is a node: its
+    # innermost function under its caller's node), with the weight of the stacks that end at
+    # each node, so a deep recursion costs its depth once, not once per distinct stack.
+    tree: StackTree = field(default_factory=StackTree)
+    weight: list[float] = field(default_factory=lambda: [0.0])
+    node_var: list[float] = field(default_factory=lambda: [0.0])  # a trace's, per node
+    node_calls: list[int] = field(default_factory=lambda: [0])  # a trace's, per node
+    calls: dict[int, int] = field(default_factory=dict)  # a trace's, per function
+    # How much a trace's host disturbed it (see _disturbance): the variance per nanosecond of
+    # traced time that its calls show, and the largest excess one disturbance gave one call.
+    rate: float = 0.0
+    jump: float = 0.0
+    # The fraction of a sampling capture's stack reads that raced with the program (read
+    # again, or dropped, because the stack changed under the sampler): a read that raced and
+    # was kept may have named a caller for its callee, so shares are no surer than that.
+    racy: float = 0.0
+
+    def __post_init__(self) -> None:
+        for path, w in self.stacks:
+            self.add(self.tree.add(path), w)
+        self.stacks = []
+
+    def add(self, node: int, w: float, var: float = 0.0, calls: int = 0) -> None:
+        """Weight `w` at `node` (and, for a trace, the variance `var` of its inclusive weight
+        and its `calls`)."""
+        grow = len(self.tree) - len(self.weight)
+        if grow > 0:
+            self.weight.extend([0.0] * grow)
+            self.node_var.extend([0.0] * grow)
+            self.node_calls.extend([0] * grow)
+        self.weight[node] += w
+        self.node_var[node] += var
+        self.node_calls[node] += calls
 
     @property
     def total(self) -> float:
-        return sum(w for _, w in self.stacks)
+        return sum(self.weight)
 
     def describe(self) -> str:
         what = {
@@ -148,41 +188,72 @@ class _Interner:
         return i
 
 
-def _merge(stacks: Iterable[tuple[tuple[int, ...], float]]) -> list[tuple[tuple[int, ...], float]]:
-    out: dict[tuple[int, ...], float] = {}
-    for path, w in stacks:
-        if w:
-            out[path] = out.get(path, 0.0) + w
-    return list(out.items())
-
-
 def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
-    p = load_profile(cap)
+    # A cpu-mode sample weighs the CPU time its thread used since its previous sample, which
+    # the sampler measured.  On a busy host the sampler's ticks come late, and fewer at some
+    # moments than at others: counted one each, samples then under-weigh what the program did
+    # while the sampler was held up (the share of one program's start-up ranged from 1.7% to
+    # 18.6% over 17 identical runs counted in samples, 8.0% to 15.1% in CPU time), while the
+    # CPU time they stand for stays right.  So cpu-mode sides are weighed in CPU time, and the
+    # counting noise of a sum of unequal weights is that of (sum w)^2 / sum w^2 equal samples:
+    # one sample "weighs" sum w^2 / sum w.
+    #
+    # But a sample stands for no more than MAX_SAMPLE_PERIODS periods of CPU time: the sample
+    # after a long stall of the sampler says little about where that time went (the program
+    # was elsewhere for most of it), and one such sample, weighing as much as dozens, only adds
+    # noise (a 3x slowdown among 50 functions was beyond noise in 77 of 100 pairs of loaded
+    # runs weighed in full, in 92 capped at 8 periods, as in 92 counted one each).
+    options = cap.meta.get("options") or {}
+    rate = float(options.get("rate_hz") or 0)
+    cap_ns = MAX_SAMPLE_PERIODS * 1e9 / rate if options.get("mode") == "cpu" and rate > 0 else None
+    p = load_profile(cap, cpu_cap_ns=cap_ns)
     intern = _Interner()
     func_of = [intern(f.name, f.file, f.func_line) for f in p.frames]
-    stacks = _merge(
-        (tuple(func_of[i] for i in s.frames), float(w)) for s, w in selected(p, idle, "samples")
-    )
-    seconds = 1.0 / p.rate_hz if p.rate_hz > 0 else None
-    if p.mode == "cpu":
-        # A sample stands for the CPU time its thread used since the one before, which the
-        # sampler measured: on a busy machine its ticks come late and fewer, but the CPU time
-        # the samples cover stays right.  Costs per unit of work use that time.
-        n = sum(w for _, w in stacks)
-        cpu_ns = sum(w for _, w in selected(p, idle, "cpu"))
-        if n > 0 and cpu_ns > 0:
-            seconds = cpu_ns * 1e-9 / n
     side = Side(
         path=path,
         kind="sample",
         measure=p.mode,
         unit="samples",
         quantum=1.0,
-        seconds=seconds,
+        seconds=1.0 / p.rate_hz if p.rate_hz > 0 else None,
         funcs=intern.funcs,
-        stacks=stacks,
         meta=dict(p.meta),
     )
+    weighted = selected(p, idle, "samples")
+    if p.mode == "cpu":
+        by_cpu = selected(p, idle, "cpu")
+        total = squares = 0.0
+        for sample in cap.samples():
+            cpu = min(float(sample[4]), cap_ns or math.inf)
+            total += cpu
+            squares += cpu * cpu
+        if by_cpu and total > 0:
+            weighted = by_cpu
+            side.unit, side.seconds, side.quantum = "ns", 1e-9, squares / total
+    # The profile's stacks are nodes of its tree of frames: that tree is folded onto one of
+    # functions node by node (frames of one function at different lines become one node), in
+    # the time of its size, never stack by stack.
+    frame_tree = next((s.frames.tree for s, _ in weighted if isinstance(s.frames, TreePath)), None)
+    node_of: list[int] = []
+    if frame_tree is not None:
+        node_of = [0] * len(frame_tree)
+        for n in range(1, len(frame_tree)):
+            node_of[n] = side.tree.child(node_of[frame_tree.parent[n]], func_of[frame_tree.key[n]])
+    for s, w in weighted:
+        frames = s.frames
+        if isinstance(frames, TreePath) and frames.tree is frame_tree:
+            side.add(node_of[frames.node], float(w))
+        else:
+            side.add(side.tree.add(func_of[i] for i in frames), float(w))
+    end = cap.end or {}
+    reads = p.samples + p.torn
+    if reads > 0:
+        side.racy = min((int(end.get("retried", 0)) + p.torn) / reads, 1.0)
+    if side.racy >= RACED_WARNING:
+        side.warnings.append(
+            f"{path}: {side.racy:.0%} of the sampler's stack reads raced with the program "
+            "(a busy host): its shares are that much less sure"
+        )
     if not p.complete:
         side.warnings.append(f"{path}: incomplete capture; comparing the samples it holds")
     return side
@@ -192,7 +263,6 @@ def _from_trace(path: str, cap: Capture) -> Side:
     t = analyse(cap)
     intern = _Interner()
     func_ids: dict[int, int] = {}
-    paths: list[tuple[int, ...]] = []
     side = Side(
         path=path,
         kind="trace",
@@ -201,41 +271,79 @@ def _from_trace(path: str, cap: Capture) -> Side:
         quantum=0.0,
         seconds=1e-9,
         funcs=intern.funcs,
-        stacks=[],
         meta=dict(cap.meta),
     )
-    weights: dict[tuple[int, ...], float] = {}
+    # The call tree's nodes (one per call path and thread) fold onto the side's tree of
+    # functions node by node: threads with the same call path share a node.
+    node_of: list[int] = []
     for n in t.nodes:  # parents come before their children
         f = func_ids.get(n.func)
         if f is None:
             fn = cap.function(n.func)
             f = func_ids[n.func] = intern(fn.label, fn.file, fn.line)
-        above = paths[n.parent] if n.parent >= 0 else ()
-        here = (*above, f)
-        paths.append(here)
-        weights[here] = weights.get(here, 0.0) + n.self_ns
-        side.path_var[here] = side.path_var.get(here, 0.0) + n.spread("incl")
+        node = side.tree.child(node_of[n.parent] if n.parent >= 0 else 0, f)
+        node_of.append(node)
+        side.add(node, float(n.self_ns), n.spread("incl"), n.calls)
         side.self_var[f] = side.self_var.get(f, 0.0) + n.spread("self")
-        if f not in above:
-            side.incl_var[f] = side.incl_var.get(f, 0.0) + n.spread("incl")
-    side.stacks = _merge(weights.items())
+        side.calls[f] = side.calls.get(f, 0) + n.calls
+    side.rate, side.jump = _disturbance(t.nodes)
+    # A function's inclusive spread: that of its nodes with no caller of the same function
+    # above them (a recursion's inner calls are inside the outer call's time).
+    outer = side.tree.outermost(side.tree.key)
+    for node in range(1, len(side.tree)):
+        if outer[node]:
+            f = side.tree.key[node]
+            side.incl_var[f] = side.incl_var.get(f, 0.0) + side.node_var[node]
     if not cap.complete or cap.damage:
         side.warnings.append(f"{path}: incomplete capture; comparing the calls it holds")
     return side
 
 
+def _disturbance(nodes: Iterable[Node]) -> tuple[float, float]:
+    """What a trace's calls say about how much its host disturbed it: (rate, jump).
+
+    A traced call's time is wall-clock time: on a busy host, a call that is preempted takes a
+    scheduler time slice (milliseconds) longer, whatever the code did.  A function called
+    thousands of times shows that in the spread of its per-call times; a function called once
+    or twice shows nothing, yet is just as likely to be hit, per nanosecond it runs.  So:
+
+    - `rate`: the variance per nanosecond of time, pooled over the call paths that were called
+      at least twice (their per-call spread over their time).  A function's variance is at
+      least `rate` x its time: preemptions fall on every nanosecond alike.
+    - `jump`: the largest excess that one disturbance gave one call, bounded from above by the
+      largest per-call spread of one call path (one call's excess over its path's mean is at
+      most the square root of calls x the per-call variance).  Preemptions are rare and large,
+      not the many small deviations a standard deviation stands for, so a change smaller than
+      one of them is never beyond noise, however small the function's own spread.
+    """
+    spread = time = largest = 0.0
+    for n in nodes:
+        if n.calls >= 2:
+            v = n.spread("self")
+            spread += v
+            time += n.self_ns
+            largest = max(largest, v)
+    return (spread / time if time > 0 else 0.0), math.sqrt(largest)
+
+
 def _from_foreign(path: str, prof: ForeignProfile) -> Side:
     intern = _Interner()
-    stacks = _merge(
+    stacks = [
         (tuple(intern(f.name, f.file, f.func_line) for f in frames), w) for frames, w in prof.stacks
-    )
+    ]
+    tree = StackTree()
+    weight = [0.0]
+    for p, w in stacks:
+        node = tree.add(p)
+        weight.extend([0.0] * (len(tree) - len(weight)))
+        weight[node] += w
     seconds: float | None = None
     unit = "samples"
     quantum = 1.0
     if prof.unit == "nanoseconds":
         # A time weight: one sample weighs a period (when the file says which).
         unit, seconds = "ns", 1e-9
-        quantum = float(prof.period) if prof.period > 0 else _smallest(stacks)
+        quantum = float(prof.period) if prof.period > 0 else _smallest(weight)
     elif prof.unit == "count" and prof.period > 0 and prof.period_type in ("cpu", "wall"):
         seconds = prof.period * 1e-9
     elif prof.unit != "count":
@@ -243,8 +351,8 @@ def _from_foreign(path: str, prof: ForeignProfile) -> Side:
             f"{path}: pprof sample type {prof.sample_type!r} is in {prof.unit!r}, not time or "
             "samples (choose one with --sample-type)"
         )
-    if prof.kind == "collapsed" and sum(w for _, w in stacks) > MAX_COUNTS:
-        quantum = _smallest(stacks)  # not counts: times (leadline's cpu-mode export) or bytes
+    if prof.kind == "collapsed" and sum(weight) > MAX_COUNTS:
+        quantum = _smallest(weight)  # not counts: times (leadline's cpu-mode export) or bytes
     measure = prof.period_type if prof.period_type in ("cpu", "wall") else "samples"
     if prof.sample_type in ("cpu", "wall"):
         measure = prof.sample_type
@@ -256,15 +364,18 @@ def _from_foreign(path: str, prof: ForeignProfile) -> Side:
         quantum=quantum,
         seconds=seconds,
         funcs=intern.funcs,
-        stacks=stacks,
         meta={"comments": prof.comments},
+        tree=tree,
+        weight=weight,
+        node_var=[0.0] * len(weight),
+        node_calls=[0] * len(weight),
     )
 
 
-def _smallest(stacks: list[tuple[tuple[int, ...], float]]) -> float:
+def _smallest(weights: Iterable[float]) -> float:
     """The size of one sample when the file does not say: the lightest stack's weight (the
     rarest stacks were seen once), 1 for counts."""
-    return min((w for _, w in stacks if w > 0), default=1.0)
+    return min((w for w in weights if w > 0), default=1.0)
 
 
 Fetch = Callable[[FleetQuery], bytes]  # asks Pyroscope (select_merge_profile)
@@ -280,9 +391,9 @@ def _fleet_quantum(query: FleetQuery, side: Side, fetch: Fetch) -> float:
     try:
         counts = read_pprof(query.shown, fetch(replace(query, profile_type=counts_type)))
     except LeadlineError:
-        return _smallest(side.stacks)
+        return _smallest(side.weight)
     n = sum(w for _, w in counts.stacks)
-    return side.total / n if n > 0 else _smallest(side.stacks)
+    return side.total / n if n > 0 else _smallest(side.weight)
 
 
 def fleet_side(
@@ -388,53 +499,77 @@ def match_functions(base: Side, new: Side) -> tuple[list[Func], list[int], list[
 
 @dataclass
 class Costs:
-    """One side's normalised costs, per function and per call path."""
+    """One side's normalised costs, per function and per node of its stack tree."""
 
     self_: dict[int, float] = field(default_factory=dict)
     incl: dict[int, float] = field(default_factory=dict)
     self_var: dict[int, float] = field(default_factory=dict)
     incl_var: dict[int, float] = field(default_factory=dict)
-    paths: dict[tuple[int, ...], float] = field(default_factory=dict)
-    path_var: dict[tuple[int, ...], float] = field(default_factory=dict)
     callers: dict[int, dict[int, float]] = field(default_factory=dict)  # f -> caller (-1) -> w
     total: float = 0.0
+    # Per node of the side's tree: its function in the diff's list, its inclusive cost (its
+    # subtree's), whether any stack ends in its subtree, and (a trace) its inclusive variance.
+    parent: list[int] = field(default_factory=list)
+    keys: list[int] = field(default_factory=list)
+    incl_at: list[float] = field(default_factory=list)
+    present: list[bool] = field(default_factory=list)
+    var_at: list[float] | None = None
+    calls_at: list[int] | None = None  # a trace's calls per node
+    calls: dict[int, int] = field(default_factory=dict)  # a trace's calls per function
 
 
-def _costs(side: Side, mapping: list[int], scale: float, tree: bool, shares: bool) -> Costs:
-    """One side's costs, `scale`d.  A sampled weight's variance is Poisson (k samples: k), or
-    binomial for `shares` (k of the side's n samples: k (1 - k/n)): the share of a function that
-    takes most of the time cannot vary as much as a count that large could."""
+def _costs(side: Side, mapping: list[int], scale: float) -> Costs:
+    """One side's costs, `scale`d, and for a trace their variances (a sampled side's come from
+    its counts, in compare).
+
+    Everything is one pass or two over the side's stack tree: a node's inclusive cost is its
+    subtree's weight, and a function's is the sum over its nodes that have no ancestor of the
+    same function (so a recursion counts each stack once), never a walk per stack."""
     c = Costs()
     sampled = side.kind != "trace"
-    q = side.quantum * scale  # a sample's weight after scaling
-    for local_path, w in side.stacks:
-        path = tuple(mapping[i] for i in local_path)
-        v = w * scale
-        c.total += v
-        if path:
-            c.self_[path[-1]] = c.self_.get(path[-1], 0.0) + v
-        seen: set[int] = set()
-        for depth, f in enumerate(path):
-            if f in seen:
-                continue
-            seen.add(f)
+    t = side.tree
+    n_nodes = len(t)
+    side.add(0, 0.0)  # weights as long as the tree
+    # Sums are of the unscaled weights (whole sample counts and nanoseconds add up exactly, in
+    # any order), scaled once at the end: two functions on the same stacks get the very same
+    # cost, and so rank by name, not by rounding.
+    own = side.weight
+    c.parent = t.parent
+    c.keys = [-1] + [mapping[t.key[n]] for n in range(1, n_nodes)]
+    incl_at = t.subtree_sums(own)
+    c.present = t.reached([w != 0 for w in own])
+    outer = t.outermost(c.keys)
+    for n in range(1, n_nodes):
+        if not c.present[n]:
+            continue
+        f = c.keys[n]
+        if own[n]:
+            c.self_[f] = c.self_.get(f, 0.0) + own[n]
+        if outer[n]:
+            v = incl_at[n]
             c.incl[f] = c.incl.get(f, 0.0) + v
-            caller = path[depth - 1] if depth else -1
+            up = t.parent[n]
+            caller = c.keys[up] if up > 0 else -1
             by = c.callers.setdefault(f, {})
             by[caller] = by.get(caller, 0.0) + v
-        if tree:
-            for depth in range(1, len(path) + 1):
-                prefix = path[:depth]
-                c.paths[prefix] = c.paths.get(prefix, 0.0) + v
-    if sampled:
-        c.self_var = {f: _sample_var(v, q, shares) for f, v in c.self_.items()}
-        c.incl_var = {f: _sample_var(v, q, shares) for f, v in c.incl.items()}
-        c.path_var = {p: _sample_var(v, q, shares) for p, v in c.paths.items()}
-    else:
-        s2 = scale * scale
-        c.self_var = {mapping[f]: v * s2 for f, v in side.self_var.items()}
-        c.incl_var = {mapping[f]: v * s2 for f, v in side.incl_var.items()}
-        c.path_var = {tuple(mapping[i] for i in p): v * s2 for p, v in side.path_var.items()}
+    if not sampled:
+        # A trace's variances: its per-call spreads, and at least what the host's disturbance
+        # rate gives the function's (or call path's) time, for functions called too few times
+        # to show a spread of their own.
+        s2, rate = scale * scale, side.rate
+        self_var = {mapping[f]: v for f, v in side.self_var.items()}
+        incl_var = {mapping[f]: v for f, v in side.incl_var.items()}
+        c.self_var = {f: max(self_var.get(f, 0.0), rate * v) * s2 for f, v in c.self_.items()}
+        c.incl_var = {f: max(incl_var.get(f, 0.0), rate * v) * s2 for f, v in c.incl.items()}
+        c.var_at = [max(v, rate * w) * s2 for v, w in zip(side.node_var, incl_at, strict=False)]
+        c.calls_at = side.node_calls
+        for f, k in side.calls.items():
+            c.calls[mapping[f]] = c.calls.get(mapping[f], 0) + k
+    c.total = sum(own) * scale
+    c.incl_at = [v * scale for v in incl_at]
+    for values in (c.self_, c.incl, *c.callers.values()):
+        for k in values:
+            values[k] *= scale
     return c
 
 
@@ -521,19 +656,30 @@ def _scales(base: Side, new: Side, s: Settings) -> tuple[float, float, str]:
     )
 
 
-def _floor_term(x: float, s: Settings) -> float:
+def _floor_term(x: float, floor: float, s: Settings) -> float:
     """The run-to-run floor's standard deviation for a value `x`: a fraction of it per unit of
     work; as a share, of the smaller of it and the rest (a function at 76% moves as much as the
     24% that is everything else, and one at 100% cannot move at all)."""
-    floor = s.floor or 0.0
     return floor * (x if s.per is not None else min(x, max(1.0 - x, 0.0)))
 
 
-def _change(b: float, n: float, var: float, s: Settings, min_abs: float) -> Change:
-    noise = math.sqrt(var + _floor_term(b, s) ** 2 + _floor_term(n, s) ** 2)
+def _raced_allowance(racy: float) -> float:
+    """How far off, as a fraction of a value, a capture whose stack reads raced with the program
+    in this fraction of reads may be.  A read that raced was read again, and most are right
+    then; the ones that were kept wrong grow faster than the races do: at 29% of the reads
+    raced, callers' self shares were 2 to 7 times what the other 16 runs of the program had, at
+    53% a function's inclusive share was a sixth of theirs, while runs with under 10% were as
+    good as any.  So the allowance is racy^2 / RACED_REFERENCE (a quarter of the reads raced:
+    all of them may be wrong), at most the whole value."""
+    return min(racy * racy / RACED_REFERENCE, 1.0)
+
+
+def _verdict(b: float, n: float, noise: float, sigma: float, least: float) -> Change:
+    """The change from `b` to `n`: beyond noise when larger than `sigma` x `noise` and than
+    `least`."""
     d = n - b
     sig = 0
-    if abs(d) > s.sigma * noise and abs(d) > min_abs:
+    if abs(d) > sigma * noise and abs(d) > least:
         sig = 1 if d > 0 else -1
     return Change(b, n, noise, sig)
 
@@ -548,6 +694,57 @@ def _rank_key(f: FunctionDiff) -> tuple[int, float]:
     return (3, -abs(f.self_.delta))
 
 
+class _Judge:
+    """The noise model of one comparison: judges a change from BASE's value to NEW's, both
+    normalised, against the noise the two sides' kinds and hosts allow it."""
+
+    def __init__(
+        self, base: Side, new: Side, scales: tuple[float, float], s: Settings, total: float
+    ) -> None:
+        """`scales` normalise BASE's and NEW's weights; `total` is BASE's, normalised."""
+        k_base, k_new = scales
+        self.s = s
+        self.shares = s.per is None
+        self.floor = s.floor or 0.0
+        # Never beyond noise: less than min_delta of the total; for a function called once or
+        # twice on a traced side, less than one disturbance of either trace's host (a
+        # preempted call).
+        self.min_abs = s.min_delta * total
+        self.few_abs = max(base.jump * k_base, new.jump * k_new)
+        self.raced = (_raced_allowance(base.racy), _raced_allowance(new.racy))
+        self.traced = (base.kind == "trace", new.kind == "trace")
+        self.quanta = (base.quantum * k_base, new.quantum * k_new)
+
+    def __call__(
+        self, b: float, n: float, var: tuple[float, float], calls: tuple[int, int]
+    ) -> Change:
+        """The change from `b` to `n`, judged against its noise, side by side:
+
+        - a sampled side: counting noise at the value both sides would share if nothing had
+          changed (their mean, as a two-sample test does: a function seen on one side only is as
+          uncertain on the other, not certain to be 0 there), the run-to-run floor of its own
+          value, and its raced-reads allowance of the shared value (reads that raced may have
+          taken a function's samples away, so what the side shows is no measure of that);
+        - a trace: the variance from its calls (`var`), or the run-to-run floor if that is
+          larger.  On a busy host that spread is the host's run-to-run variation itself: over 12
+          identical traces, shares moved less between runs than the spread alone predicted, so
+          the floor is the least noise a trace has, not more of it.
+        """
+        s = self.s
+        at = (b + n) / 2
+        noise2 = 0.0
+        for k, x in enumerate((b, n)):
+            floor2 = _floor_term(x, self.floor, s) ** 2
+            if self.traced[k]:
+                noise2 += max(var[k], floor2)
+            else:
+                noise2 += _sample_var(at, self.quanta[k], self.shares) + floor2
+                noise2 += _floor_term(at, self.raced[k], s) ** 2
+        few = any(self.traced[k] and calls[k] < FEW_CALLS for k in (0, 1))
+        least = max(self.min_abs, self.few_abs) if few else self.min_abs
+        return _verdict(b, n, math.sqrt(noise2), s.sigma, least)
+
+
 def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResult:
     s = settings or Settings()
     check_comparable(base, new)
@@ -557,36 +754,43 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
         s = dataclasses.replace(s, floor=DEFAULT_FLOOR if s.per is None else DEFAULT_PER_FLOOR)
     funcs, bmap, nmap = match_functions(base, new)
     k_base, k_new, unit = _scales(base, new, s)
-    shares = s.per is None
-    cb = _costs(base, bmap, k_base, s.tree, shares)
-    cn = _costs(new, nmap, k_new, s.tree, shares)
-    min_abs = s.min_delta * cb.total
-
-    diffs = []
-    for i, f in enumerate(funcs):
-        in_b, in_n = i in cb.incl, i in cn.incl
-        status = "both" if in_b and in_n else "new" if in_n else "gone"
-        self_ch = _change(
-            cb.self_.get(i, 0.0),
-            cn.self_.get(i, 0.0),
-            cb.self_var.get(i, 0.0) + cn.self_var.get(i, 0.0),
-            s,
-            min_abs,
-        )
-        total_ch = _change(
-            cb.incl.get(i, 0.0),
-            cn.incl.get(i, 0.0),
-            cb.incl_var.get(i, 0.0) + cn.incl_var.get(i, 0.0),
-            s,
-            min_abs,
-        )
-        diffs.append(FunctionDiff(f, status, self_ch, total_ch))
+    cb = _costs(base, bmap, k_base)
+    cn = _costs(new, nmap, k_new)
+    judge = _Judge(base, new, (k_base, k_new), s, cb.total)
+    diffs = [_function_diff(i, f, cb, cn, judge) for i, f in enumerate(funcs)]
     order = sorted(range(len(diffs)), key=lambda i: (_rank_key(diffs[i]), diffs[i].func.name))
     position = {old: new_i for new_i, old in enumerate(order)}
     ranked = [diffs[i] for i in order]
     for r, fd in enumerate(ranked, 1):
         fd.rank = r
+    callers = _top_callers(diffs, order, position, (cb, cn), judge)
+    tree = _tree(position, (cb, cn), judge, s.tree)
+    return DiffResult(base, new, s, unit, ranked, callers, *tree)
 
+
+def _function_diff(i: int, f: Func, cb: Costs, cn: Costs, judge: _Judge) -> FunctionDiff:
+    """Function `i` of the diff's list: where it is found, and its self and total changes."""
+    in_b, in_n = i in cb.incl, i in cn.incl
+    status = "both" if in_b and in_n else "new" if in_n else "gone"
+    calls = (cb.calls.get(i, 0), cn.calls.get(i, 0))
+    b, n = cb.self_.get(i, 0.0), cn.self_.get(i, 0.0)
+    self_ch = judge(b, n, (cb.self_var.get(i, 0.0), cn.self_var.get(i, 0.0)), calls)
+    b, n = cb.incl.get(i, 0.0), cn.incl.get(i, 0.0)
+    total_ch = judge(b, n, (cb.incl_var.get(i, 0.0), cn.incl_var.get(i, 0.0)), calls)
+    return FunctionDiff(f, status, self_ch, total_ch)
+
+
+def _top_callers(
+    diffs: list[FunctionDiff],
+    order: list[int],
+    position: dict[int, int],
+    costs: tuple[Costs, Costs],
+    judge: _Judge,
+) -> list[tuple[int, list[tuple[int, Change]]]]:
+    """The callers of the first TOP_CALLERS ranked functions that grew beyond noise: for each
+    (its rank's index), the CALLERS_EACH callers (ranked index, or -1: the root of the stack)
+    whose calls to it grew most."""
+    cb, cn = costs
     callers = []
     for old in order[:TOP_CALLERS]:
         fd = diffs[old]
@@ -597,40 +801,64 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
         rows = []
         for caller in set(by_b) | set(by_n):
             b, n = by_b.get(caller, 0.0), by_n.get(caller, 0.0)
-            var = _sample_var(b, base.quantum * k_base, shares) + _sample_var(
-                n, new.quantum * k_new, shares
-            )
-            ch = _change(b, n, var, s, min_abs)
+            ch = judge(b, n, (0.0, 0.0), (FEW_CALLS, FEW_CALLS))
             rows.append((position[caller] if caller >= 0 else -1, ch))
         rows.sort(key=lambda r: (-r[1].delta, r[0]))
         callers.append((position[old], rows[:CALLERS_EACH]))
+    return callers
 
+
+def _tree(
+    position: dict[int, int], costs: tuple[Costs, Costs], judge: _Judge, wanted: bool
+) -> tuple[list[int], list[int], list[Change]]:
+    """The merged call-path tree (parents, ranked function indexes, changes), its root alone
+    unless `wanted`."""
+    cb, cn = costs
     parent: list[int] = [-1]
     tfunc: list[int] = [-1]
-    root = Change(cb.total, cn.total, 0.0, 0)
-    tchange: list[Change] = [root]
-    if s.tree:
-        node_of: dict[tuple[int, ...], int] = {(): 0}
-        # Shorter paths first, so every node's parent exists before it.
-        for path in sorted(set(cb.paths) | set(cn.paths), key=len):
-            if len(parent) >= MAX_TREE_NODES:
-                break
-            up = node_of.get(path[:-1])
-            if up is None:
+    tchange: list[Change] = [Change(cb.total, cn.total, 0.0, 0)]
+    if not wanted:
+        return parent, tfunc, tchange
+    merged, values = _merged_tree([cb, cn])
+    # Shallower nodes first (each level in the order its nodes were met), so that every node's
+    # parent comes before it and a tree too large to send loses its deepest levels.
+    order = sorted(range(1, len(merged)), key=lambda m: merged.depth[m])
+    kept = order[: MAX_TREE_NODES - 1]
+    index = {0: 0}
+    for m in kept:
+        index[m] = len(parent)
+        parent.append(index[merged.parent[m]])
+        tfunc.append(position[merged.key[m]])
+        (b, vb, kb), (nw, vn, kn) = values[0][m], values[1][m]
+        tchange.append(judge(b, nw, (vb, vn), (kb, kn)))
+    return parent, tfunc, tchange
+
+
+Merged = tuple[float, float, int]  # a merged node's inclusive cost, its variance, its calls
+
+
+def _merged_tree(sides: list[Costs]) -> tuple[StackTree, list[list[Merged]]]:
+    """Both sides' call paths merged into one prefix tree of the diff's functions, and per
+    side, each merged node's inclusive cost, its variance from per-call times and its calls (a
+    trace's); node by node over each side's tree, so its size is that of the two trees."""
+    merged = StackTree()
+    values: list[dict[int, Merged]] = []
+    for c in sides:
+        node_of = [0] * len(c.keys)
+        at: dict[int, Merged] = {}
+        for n in range(1, len(c.keys)):
+            if not c.present[n]:
                 continue
-            node_of[path] = len(parent)
-            parent.append(up)
-            tfunc.append(position[path[-1]])
-            tchange.append(
-                _change(
-                    cb.paths.get(path, 0.0),
-                    cn.paths.get(path, 0.0),
-                    cb.path_var.get(path, 0.0) + cn.path_var.get(path, 0.0),
-                    s,
-                    min_abs,
-                )
+            m = merged.child(node_of[c.parent[n]], c.keys[n])
+            node_of[n] = m
+            b, v, k = at.get(m, (0.0, 0.0, 0))
+            at[m] = (
+                b + c.incl_at[n],
+                v + (c.var_at[n] if c.var_at is not None else 0.0),
+                k + (c.calls_at[n] if c.calls_at is not None else 0),
             )
-    return DiffResult(base, new, s, unit, ranked, callers, parent, tfunc, tchange)
+        values.append(at)
+    return merged, [[v.get(m, (0.0, 0.0, 0)) for m in range(len(merged))] for v in values]
 
 
 def fail_reasons(result: DiffResult, pct: float) -> list[str]:
@@ -686,6 +914,9 @@ def _side_json(side: Side, units: float | None) -> dict[str, Any]:
         "argv": side.meta.get("argv"),
         "python_version": side.meta.get("python_version"),
         "units_of_work": units,
+        "quantum": side.quantum,
+        "disturbance_ns": side.jump if side.kind == "trace" else None,
+        "raced": side.racy if side.kind == "sample" else None,
     }
 
 

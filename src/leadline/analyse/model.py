@@ -9,6 +9,7 @@ tested on profiles built by hand.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -45,9 +46,11 @@ class Thread:
 @dataclass
 class Stack:
     """A distinct (thread, stack) with its weights.  `frames` are indexes into
-    `SampleProfile.frames`, outermost first."""
+    `SampleProfile.frames`, outermost first: a tuple, or (from a capture) a view of a node of
+    the profile's stack tree that reads the frames when asked, so that the distinct stacks of a
+    deep recursion do not each hold a copy of every frame above them."""
 
-    frames: tuple[int, ...]
+    frames: Sequence[int]
     thread: int  # Thread.serial
     samples: int = 0  # samples that saw this stack
     idle: int = 0  # of which the thread was idle (wall mode: off CPU)

@@ -17,6 +17,7 @@ from ..capture import stop
 from ..capture.reader import SAMPLE_IDLE, Capture, CaptureStream, Progress
 from ..errors import LeadlineError
 from .model import Frame, Metric, SampleProfile, Stack, Thread
+from .stacktree import StackTree, TreePath
 
 SCHEMA_VERSION = 1
 _RUNPY = ("runpy.py", "<frozen runpy>")
@@ -27,65 +28,168 @@ def _is_wrapper(file: str, package_dir: str) -> bool:
     return bool(package_dir and file.startswith(package_dir)) or file.endswith(_RUNPY)
 
 
-def load_profile(cap: Capture | CaptureStream, progress: Progress | None = None) -> SampleProfile:
+def load_profile(
+    cap: Capture | CaptureStream,
+    progress: Progress | None = None,
+    *,
+    cpu_cap_ns: float | None = None,
+) -> SampleProfile:
+    """The capture's samples folded into distinct (thread, stack) rows.  With `cpu_cap_ns`,
+    each sample's CPU time counts for at most that much (the diff's weights)."""
     if cap.meta.get("mode") != "sample":
         raise LeadlineError(
             f"{cap.path}: a {cap.meta.get('mode', 'unknown')} capture, not a sampling one "
             "(leadline run / attach)"
         )
-    package_dir = "" if cap.meta.get("attached") else str(cap.meta.get("package_dir") or "")
-    frames: list[Frame] = []
-    frame_ids: dict[Frame, int] = {}
-    resolved: dict[int, tuple[int, ...] | None] = {0: ()}
+    stacks = _StackResolver(cap)
+    read = _fold_samples(cap, stacks, progress, cpu_cap_ns)
+    return _profile(cap, stacks.frames, read)
 
-    def frame_of(func: int, off: int) -> int:
-        f = cap.functions.get(func)
+
+class _StackResolver:
+    """The capture's stack ids as nodes of one prefix tree of frame indexes (`tree`, the frames
+    in `frames`), so a deep recursion costs its depth once, not once per distinct stack (see
+    stacktree).
+
+    leadline's own launcher frames are cut from the root of every stack: the console script's
+    or runpy's frames and leadline's package, up to the program's first frame (the `leadline`
+    console script's <module> too when leadline's package is what it calls next, but not the
+    program's <module>, which can call into leadline too: its Thread.start wrapper).  Which
+    frames that is depends only on the frames from the root down to the program's first, so it
+    is decided once per capture stack id, walking down from the root: a stack id whose frames
+    are all launcher frames so far is in `_zone` (its parent, depth, how many root frames are
+    cut so far, and whether its one frame is a non-launcher root frame that a leadline frame
+    below would make part of the launcher); any other has its node in `_node_of`."""
+
+    def __init__(self, cap: Capture | CaptureStream) -> None:
+        self.cap = cap
+        self.package_dir = (
+            "" if cap.meta.get("attached") else str(cap.meta.get("package_dir") or "")
+        )
+        self.frames: list[Frame] = []
+        self.tree = StackTree()
+        self._frame_ids: dict[Frame, int] = {}
+        self._node_of: dict[int, int] = {0: 0}
+        self._zone: dict[int, tuple[int, int, int, bool]] = {}
+        # A zone stack id's own stack, once cut (-1: nothing left).
+        self._zone_node: dict[int, int] = {}
+
+    def frame_of(self, func: int, off: int) -> int:
+        f = self.cap.functions.get(func)
         fr = (
             Frame(f.name, f.file, f.line_at(off), f.line)
             if f is not None
             else Frame(f"<function {func}>", "?", 0, 0)
         )
-        idx = frame_ids.get(fr)
+        idx = self._frame_ids.get(fr)
         if idx is None:
-            idx = frame_ids[fr] = len(frames)
-            frames.append(fr)
+            idx = self._frame_ids[fr] = len(self.frames)
+            self.frames.append(fr)
         return idx
 
-    def launcher_frames(chain: list[tuple[int, int]]) -> int:
-        """How many root frames (outermost first) are leadline's own launcher: the console
-        script's or runpy's frames and leadline's package, up to the program's first frame."""
-        files = [cap.functions[f].file if f in cap.functions else "" for f, _ in chain]
-        cut = i = 0
-        while i < len(files):
-            if _is_wrapper(files[i], package_dir):
-                i += 1
-                cut = i if files[i - 1].startswith(package_dir) else cut
-            elif i == 0 and len(files) > 1 and files[1].startswith(package_dir):
-                i += 1  # the `leadline` console script's <module> (not the program's, which
-                # can call into leadline too: its Thread.start wrapper)
-            else:
-                break
-        return cut
+    def _file_of(self, func: int) -> str:
+        f = self.cap.functions.get(func)
+        return f.file if f is not None else ""
 
-    def resolve(stack: int) -> tuple[int, ...] | None:
-        """Frame indexes outermost first, leadline's launcher frames cut from the root; None
-        if nothing but those is left (the recorder itself was sampled)."""
-        if stack in resolved:
-            return resolved[stack]
+    def _zone_stack(self, sid: int) -> int:
+        """The node of a zone stack id's frames once the launcher's are cut (-1 if none is
+        left: the recorder itself was sampled)."""
+        got = self._zone_node.get(sid)
+        if got is not None:
+            return got
+        zone = self._zone
+        _, depth, cut, _ = zone[sid]
         chain: list[tuple[int, int]] = []
-        sid = stack
-        while sid and len(chain) < 1_000_000:
-            parent, func, off = cap.stacks.get(sid, (0, 0, 0))
+        s = sid
+        while s in zone:
+            _, func, off = self.cap.stacks.get(s, (0, 0, 0))
             chain.append((func, off))
-            sid = parent
+            s = zone[s][0]
         chain.reverse()
-        cut = launcher_frames(chain) if package_dir else 0
-        out = tuple(frame_of(func, off) for func, off in chain[cut:])
-        result = out if out or not cut else None
-        resolved[stack] = result
-        return result
+        node = (
+            self.tree.add(self.frame_of(func, off) for func, off in chain[cut:])
+            if cut < depth
+            else -1
+        )
+        self._zone_node[sid] = node
+        return node
 
-    rows: dict[tuple[int, tuple[int, ...]], Stack] = {}
+    def _place(self, sid: int, parent: int, func: int, off: int) -> None:
+        """Decides where the stack id `sid` (frame `func`, `off` under `parent`, whose place is
+        known) goes."""
+        package_dir, node_of, zone = self.package_dir, self._node_of, self._zone
+        if not package_dir:
+            node_of[sid] = self.tree.child(node_of[parent], self.frame_of(func, off))
+            return
+        file = self._file_of(func)
+        ours = file.startswith(package_dir)
+        if parent == 0:
+            if _is_wrapper(file, package_dir):
+                zone[sid] = (0, 1, 1 if ours else 0, False)
+            else:
+                zone[sid] = (0, 1, 0, True)
+            return
+        up = zone.get(parent)
+        if up is None:
+            node_of[sid] = self.tree.child(node_of[parent], self.frame_of(func, off))
+            return
+        _, depth, cut, pending = up
+        if pending and ours:
+            # The root frame was the console script calling into leadline: both are cut.
+            zone[sid] = (parent, depth + 1, depth + 1, False)
+        elif not pending and _is_wrapper(file, package_dir):
+            zone[sid] = (parent, depth + 1, depth + 1 if ours else cut, False)
+        else:
+            # The program's first frame: the launcher ends above it.
+            above = self._zone_stack(parent)
+            node_of[sid] = self.tree.child(max(above, 0), self.frame_of(func, off))
+
+    def resolve(self, stack: int) -> int:
+        """The tree node of a capture stack id, leadline's launcher frames cut from the root;
+        -1 if nothing but those is left (the recorder itself was sampled)."""
+        node_of, zone, stacks = self._node_of, self._zone, self.cap.stacks
+        node = node_of.get(stack)
+        if node is not None:
+            return node
+        if stack in zone:
+            return self._zone_stack(stack)
+        # Walk up to the first stack id already placed, then place the ones below it from the
+        # root down.  A damaged capture can link stack ids in a loop: the walk stops there.
+        todo: list[int] = []
+        seen: set[int] = set()
+        sid = stack
+        while sid and sid not in node_of and sid not in zone and sid not in seen:
+            seen.add(sid)
+            todo.append(sid)
+            sid = stacks.get(sid, (0, 0, 0))[0]
+        parent = sid if (sid in node_of or sid in zone) else 0
+        for sid in reversed(todo):
+            _, func, off = stacks.get(sid, (0, 0, 0))
+            self._place(sid, parent, func, off)
+            parent = sid
+        return node_of[stack] if stack in node_of else self._zone_stack(stack)
+
+
+@dataclass
+class _Rows:
+    """A capture's samples folded into distinct (thread, stack) rows, with how many samples
+    were read and the times of the first and last."""
+
+    rows: list[Stack]
+    samples: int
+    first_t: int | None
+    last_t: int | None
+
+
+def _fold_samples(
+    cap: Capture | CaptureStream,
+    stacks: _StackResolver,
+    progress: Progress | None,
+    cpu_cap_ns: float | None,
+) -> _Rows:
+    """Reads every sample of the capture into the row of its thread and stack."""
+    resolve, tree = stacks.resolve, stacks.tree
+    rows: dict[tuple[int, int], Stack] = {}
     page = int(cap.meta.get("page_size") or 4096)
     n_samples = 0
     first_t = last_t = None
@@ -94,22 +198,28 @@ def load_profile(cap: Capture | CaptureStream, progress: Progress | None = None)
         if first_t is None:
             first_t = t
         last_t = t
-        fr = resolve(stack)
-        if fr is None:
+        node = resolve(stack)
+        if node < 0:
             continue
-        key = (serial, fr)
+        key = (serial, node)
         row = rows.get(key)
         if row is None:
-            row = rows[key] = Stack(fr, serial)
+            row = rows[key] = Stack(TreePath(tree, node), serial)
         row.samples += 1
         if flags & SAMPLE_IDLE:
             row.idle += 1
-        row.cpu_ns += cpu
+        row.cpu_ns += cpu if cpu_cap_ns is None else min(cpu, int(cpu_cap_ns))
         row.rss_bytes += drss * page
+    return _Rows(list(rows.values()), n_samples, first_t, last_t)
+
+
+def _profile(cap: Capture | CaptureStream, frames: list[Frame], read: _Rows) -> SampleProfile:
+    """The profile of the samples read, with what the capture's META and END say of the run:
+    the sampler's options, its span, its threads' names, what it missed and lost."""
     end = cap.end or {}
     opts = cap.meta.get("options") or {}
-    t0 = int(cap.meta.get("t_start", first_t or 0))
-    t1 = int(end.get("t_end", last_t or t0))
+    t0 = int(cap.meta.get("t_start", read.first_t or 0))
+    t1 = int(end.get("t_end", read.last_t or t0))
     names: dict[str, str] = end.get("threads") or {}
     own_pid = int(cap.meta.get("pid", 0))
     threads = []
@@ -123,14 +233,14 @@ def load_profile(cap: Capture | CaptureStream, progress: Progress | None = None)
         rate_hz=float(opts.get("rate_hz", 100.0)),
         duration_ns=cap.ns(t1) if t1 >= t0 else 0,
         start_unix_ns=int(cap.meta.get("start_unix_ns", 0)),
-        samples=n_samples,
+        samples=read.samples,
         ticks=int(end.get("ticks", 0)),
         missed=int(end.get("missed", 0)),
         torn=int(end.get("torn", 0)),
         memory=bool(opts.get("memory", False)),
         frames=frames,
         threads=threads,
-        stacks=list(rows.values()),
+        stacks=read.rows,
         meta=dict(cap.meta),
         complete=cap.complete,
         deferred=int(end.get("deferred", 0)),
@@ -178,9 +288,70 @@ class FunctionRow:
     lines: dict[int, int] = field(default_factory=dict)  # self weight per line
 
 
+def _tree_of(weighted: list[tuple[Stack, int]]) -> StackTree | None:
+    """The stack tree that every stack of `weighted` is a node of (a profile read from a
+    capture), or None (stacks given as tuples: a profile built by hand)."""
+    tree = None
+    for s, _ in weighted:
+        frames = s.frames
+        if not isinstance(frames, TreePath) or (tree is not None and frames.tree is not tree):
+            return None
+        tree = frames.tree
+    return tree
+
+
+@dataclass
+class _Folded:
+    """The weighted stacks of a profile folded onto its stack tree: per node, the weight of
+    the stacks that end there and of its whole subtree, whether a stack ends in its subtree,
+    the first stack (in order) that does, and its function (an index per FuncKey)."""
+
+    tree: StackTree
+    own: list[int]
+    total: list[int]
+    reached: list[bool]
+    first: list[int]
+    func: list[int]
+    keys: list[FuncKey]
+
+
+def _fold(p: SampleProfile, weighted: list[tuple[Stack, int]], tree: StackTree) -> _Folded:
+    n = len(tree)
+    own = [0] * n
+    ends = [False] * n
+    first = [len(weighted)] * n
+    for i, (s, w) in enumerate(weighted):
+        assert isinstance(s.frames, TreePath)
+        node = s.frames.node
+        own[node] += w
+        ends[node] = True
+        first[node] = min(first[node], i)
+    parent = tree.parent
+    for node in range(n - 1, 0, -1):
+        up = parent[node]
+        if first[node] < first[up]:
+            first[up] = first[node]
+    ids: dict[FuncKey, int] = {}
+    keys: list[FuncKey] = []
+    func_of_frame = []
+    for f in p.frames:
+        k = func_key(f)
+        index = ids.get(k)
+        if index is None:
+            index = ids[k] = len(keys)
+            keys.append(k)
+        func_of_frame.append(index)
+    func = [-1] + [func_of_frame[tree.key[node]] for node in range(1, n)]
+    return _Folded(tree, own, tree.subtree_sums(own), tree.reached(ends), first, func, keys)
+
+
 def function_rows(p: SampleProfile, weighted: Iterable[tuple[Stack, int]]) -> list[FunctionRow]:
     """Per function: inclusive weight (once per stack, however deep the recursion) and self
     weight (the innermost frame), sorted by self then total."""
+    weighted = list(weighted)
+    tree = _tree_of(weighted)
+    if tree is not None:
+        return _function_rows_on_tree(p, weighted, tree)
     rows: dict[FuncKey, FunctionRow] = {}
     for s, w in weighted:
         seen: set[FuncKey] = set()
@@ -200,6 +371,41 @@ def function_rows(p: SampleProfile, weighted: Iterable[tuple[Stack, int]]) -> li
             row.self += w
             row.lines[leaf.line] = row.lines.get(leaf.line, 0) + w
     return sorted(rows.values(), key=lambda r: (-r.self, -r.total, r.name))
+
+
+def _function_rows_on_tree(
+    p: SampleProfile, weighted: list[tuple[Stack, int]], tree: StackTree
+) -> list[FunctionRow]:
+    """function_rows over the stack tree, in time and memory of its size: a function's
+    inclusive weight is the subtree weight of each node of it that has no ancestor of the same
+    function.  The rows come out exactly as the per-stack walk makes them, ties in the same
+    order (the order each function is first met, stack by stack, outermost frame first)."""
+    folded = _fold(p, weighted, tree)
+    outer = tree.outermost(folded.func)
+    rows: dict[int, FunctionRow] = {}
+    met: dict[int, tuple[int, int]] = {}
+    for node in range(1, len(tree)):
+        if not (outer[node] and folded.reached[node]):
+            continue
+        k = folded.func[node]
+        row = rows.get(k)
+        if row is None:
+            name, file, line = folded.keys[k]
+            row = rows[k] = FunctionRow(name, file, line)
+        row.total += folded.total[node]
+        at = (folded.first[node], tree.depth[node])
+        if k not in met or at < met[k]:
+            met[k] = at
+    for s, w in weighted:
+        assert isinstance(s.frames, TreePath)
+        node = s.frames.node
+        if node > 0:
+            leaf = p.frames[tree.key[node]]
+            row = rows[folded.func[node]]
+            row.self += w
+            row.lines[leaf.line] = row.lines.get(leaf.line, 0) + w
+    in_order = [rows[k] for k in sorted(rows, key=met.__getitem__)]
+    return sorted(in_order, key=lambda r: (-r.self, -r.total, r.name))
 
 
 def match_function(p: SampleProfile, pattern: str) -> set[FuncKey]:
@@ -244,6 +450,10 @@ def call_tree(
     """Callers (direction "callers": who calls the target, outward) or callees (inward) of the
     target functions, merged into one tree rooted at them.  Each stack counts once, at the
     target's outermost occurrence, so recursion does not inflate the weights."""
+    weighted = list(weighted)
+    tree = _tree_of(weighted)
+    if tree is not None:
+        return _call_tree_on_tree(p, weighted, tree, targets, direction)
     root = TreeNode("", "", 0)
     for s, w in weighted:
         keys = [func_key(p.frames[i]) for i in s.frames]
@@ -259,6 +469,64 @@ def call_tree(
                 child = node.children[k] = TreeNode(k[0], k[1], k[2])
             child.weight += w
             node = child
+    return root
+
+
+def _call_tree_on_tree(
+    p: SampleProfile,
+    weighted: list[tuple[Stack, int]],
+    tree: StackTree,
+    targets: set[FuncKey],
+    direction: str,
+) -> TreeNode:
+    """call_tree over the stack tree: each outermost target node (no target above it) brings
+    its subtree's weight.  Callees are its subtree, merged by function, in time of the tree's
+    size; callers are the path above it.  Children are in the order the per-stack walk makes
+    them (the first stack that reaches each), so ties sort the same."""
+    folded = _fold(p, weighted, tree)
+    is_target = [k in targets for k in folded.keys]
+    parent, func, keys = tree.parent, folded.func, folded.keys
+    root = TreeNode("", "", 0)
+    first: dict[int, int] = {}  # id of a TreeNode -> the first stack that reached it
+
+    def add(at: TreeNode, k: FuncKey, w: int, stack: int) -> TreeNode:
+        child = at.children.get(k)
+        if child is None:
+            child = at.children[k] = TreeNode(k[0], k[1], k[2])
+            first[id(child)] = stack
+        elif stack < first[id(child)]:
+            first[id(child)] = stack
+        child.weight += w
+        return child
+
+    n = len(tree)
+    below: list[TreeNode | None] = [None] * n  # callees: the TreeNode of a node under a target
+    above_target = [False] * n  # a target is among the node's ancestors
+    for node in range(1, n):
+        up = parent[node]
+        above_target[node] = above_target[up] or (up > 0 and is_target[func[up]])
+        if not folded.reached[node]:
+            continue
+        w, stack = folded.total[node], folded.first[node]
+        outermost = is_target[func[node]] and not above_target[node]
+        if outermost:
+            root.weight += w
+        if direction == "callers":
+            if outermost:
+                at, m = root, node
+                while m > 0:
+                    at = add(at, keys[func[m]], w, stack)
+                    m = parent[m]
+            continue
+        holder = below[up] if not outermost else root
+        if holder is not None:
+            below[node] = add(holder, keys[func[node]], w, stack)
+    todo = [root]
+    while todo:
+        t = todo.pop()
+        if len(t.children) > 1:
+            t.children = dict(sorted(t.children.items(), key=lambda kv: first[id(kv[1])]))
+        todo.extend(t.children.values())
     return root
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -16,13 +15,10 @@ from ..analyse.diff import (
     diff_paths,
     fail_reasons,
     parse_per,
-    to_json,
 )
 from ..errors import LeadlineError
-from ..render import RenderOptions
-from ..render.console import make_console
-from ..render.diff_text import render_diff_text
-from ._common import open_output
+from ..render.base import RenderOptions, get_renderer
+from ._common import write_rendered
 
 
 def _pct(text: str) -> float:
@@ -130,16 +126,9 @@ def run(args: argparse.Namespace) -> int:
     output = args.output
     if args.format == "html" and not output:
         output = str(args.new).rsplit(".", 1)[0] + ".diff.html"
-    with open_output(output) as out:
-        if args.format == "json":
-            json.dump(to_json(result, args.limit), out, indent=1, allow_nan=False)
-            out.write("\n")
-        elif args.format == "html":
-            from ..render.diff_html import render_diff_html
-
-            out.write(render_diff_html(to_json(result)))
-        else:
-            render_diff_text(result, make_console(out, RenderOptions()), args.limit)
+    write_rendered(
+        get_renderer(args.format, "diff"), result, output, RenderOptions(limit=args.limit)
+    )
     if args.format == "html":
         print(f"leadline: wrote {output}")
     for warning in result.base.warnings + result.new.warnings:

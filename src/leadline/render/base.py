@@ -148,7 +148,11 @@ def get_renderer(fmt: str, kind: str, source: str = "", command: str = "") -> Re
     if not any(f == fmt for f, _ in found):
         names = ", ".join(sorted({f for f, _ in found}))
         raise LeadlineError(f"unknown format {fmt!r} (one of: {names})")
-    takes = " or ".join(KINDS[k].what for f, k in sorted(found) if f == fmt)
+    kinds = [k for f, k in sorted(found) if f == fmt]
+    if kind in CAPTURE_KINDS:
+        # A capture can only be what captures hold, never a diff or a sweep: name those.
+        kinds = [k for k in kinds if k in CAPTURE_KINDS] or kinds
+    takes = " or ".join(KINDS[k].what for k in kinds)
     asked = fmt if command in ("", fmt) else f"{fmt} {command}"
     given = f"{source} is" if source else "this is"
     raise LeadlineError(f"{asked} needs {takes}; {given} {KINDS[kind].what.split(' (')[0]}")

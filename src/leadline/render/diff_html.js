@@ -176,7 +176,12 @@
     fact('Base', sideText(data.base), arr(obj(data.base).argv).join(' '));
     fact('New', sideText(data.new), arr(obj(data.new).argv).join(' '));
     fact('Normalised', norm.by === 'per' ? 'per unit of work (' + (unit === 's' ? 'time' : unit) + ')' : 'share of each side\'s total');
-    fact('Beyond noise', '> ' + num(data.sigma) + ' σ, floor ' + Math.round(num(data.noise_floor) * 100) + '%');
+    var noise = '> ' + num(data.sigma) + ' σ, floor ' + Math.round(num(data.noise_floor) * 100) + '%';
+    var raced = Math.max(num(obj(data.base).raced), num(obj(data.new).raced));
+    if (raced >= 0.005) noise += ' + ' + Math.round(raced * 100) + '% of stack reads raced';
+    var jump = Math.max(num(obj(data.base).disturbance_ns), num(obj(data.new).disturbance_ns));
+    if (jump > 0) noise += '; one disturbance of a traced call: ' + fmtNs(jump);
+    fact('Beyond noise', noise);
     var summary = obj(data.summary);
     fact('Grew', fmtCount(num(summary.grew)) + ' functions');
     fact('Shrank', fmtCount(num(summary.shrank)) + ' functions');

@@ -5,16 +5,19 @@ its merged call-path tree) into one self-contained page (see :mod:`.html_page` f
 page shares and how untrusted names are kept out of the markup): a header with both inputs and the
 normalisation, the call tree of NEW (or, switched, of BASE) with each frame coloured by how its cost
 changed (red grew, blue shrank, neutral within noise; deeper for a larger ratio), the ranked table
-of functions, and the callers of the top regressions."""
+of functions, and the callers of the top regressions.  :class:`DiffHtml` renders a diff (compared
+with its merged tree, ``Settings(tree=True)``) as that page."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import IO, Any
 
+from ..analyse.diff import DiffResult, to_json
+from .base import Renderer, RenderOptions, register
 from .html_page import flame_panel, header, render_page, table_panel
 
-__all__ = ["render_diff_html"]
+__all__ = ["DiffHtml", "render_diff_html"]
 
 _CONTROLS = """<label class="ll-control">Tree <select id="ll-tree">
 <option value="new">New</option><option value="base">Base</option></select></label>
@@ -46,3 +49,15 @@ _BODY = (
 def render_diff_html(doc: Mapping[str, Any]) -> str:
     """The differential flame graph page of a diff document, self-contained."""
     return render_page(title="leadline diff", body=_BODY, data=doc, assets="diff_html")
+
+
+@register
+class DiffHtml(Renderer[DiffResult]):
+    name = "html"
+    kinds = ("diff",)
+    extension = "html"
+    description = "a self-contained differential flame graph (red grew, blue shrank)"
+
+    def render(self, r: DiffResult, out: IO[str], options: RenderOptions) -> None:
+        # Every function, whatever --limit says: the page ranks and searches them itself.
+        out.write(render_diff_html(to_json(r)))

@@ -3,11 +3,15 @@ and the callers of the top regressions."""
 
 from __future__ import annotations
 
+from typing import IO
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ..analyse.diff import Change, DiffResult, Side
+from .base import Renderer, RenderOptions, register
+from .console import make_console
 from .units import fmt_ns
 
 
@@ -56,12 +60,16 @@ def header_lines(r: DiffResult) -> list[str]:
         if per is None
         else f"cost per unit of work ({'time' if r.unit == 's' else 'samples'} per unit)"
     )
+    raced = max(r.base.racy, r.new.racy)
+    jump = max(r.base.jump, r.new.jump)
     lines = [
         _side_line("BASE", r.base, per[0] if per else None),
         _side_line("NEW ", r.new, per[1] if per else None),
         f"Normalised by {how}; beyond noise: more than {s.sigma:g} sigma "
-        f"(counting noise + {100 * (s.floor or 0):g}% run-to-run floor) "
-        f"and {100 * s.min_delta:g}% of the total",
+        f"(counting noise + {100 * (s.floor or 0):g}% run-to-run floor"
+        + (f" + {100 * raced:.0f}% of stack reads raced" if raced >= 0.005 else "")
+        + f") and {100 * s.min_delta:g}% of the total"
+        + (f", and one disturbance of a traced call ({fmt_ns(jump)})" if jump > 0 else ""),
     ]
     lines += [f"warning: {w}" for w in r.base.warnings + r.new.warnings]
     return lines
@@ -71,19 +79,42 @@ def _mark(ch: Change) -> str:
     return "▲" if ch.sig > 0 else "▼" if ch.sig < 0 else ""
 
 
-def render_diff_text(r: DiffResult, console: Console, limit: int | None = None) -> None:
+@register
+class DiffText(Renderer[DiffResult]):
+    name = "text"
+    kinds = ("diff",)
+    extension = "txt"
+    description = "the ranked functions and the callers of the top regressions"
+
+    def render(self, r: DiffResult, out: IO[str], options: RenderOptions) -> None:
+        console = make_console(out, options)
+        for line in header_lines(r):
+            console.print(line, markup=False, highlight=False)
+        console.print()
+        _table(r, console, options.limit or 25)
+        _callers(r, console)
+        console.print()
+        n_grew, n_shrank = len(r.grew), len(r.shrank)
+        if not n_grew and not n_shrank:
+            console.print("No function changed beyond noise.", markup=False)
+        else:
+            console.print(
+                f"{n_grew} function{'s' if n_grew != 1 else ''} grew beyond noise, "
+                f"{n_shrank} shrank.",
+                markup=False,
+            )
+
+
+def _table(r: DiffResult, console: Console, limit: int) -> None:
+    """The first `limit` ranked functions, changes beyond noise marked and coloured."""
     unit = r.unit
-    for line in header_lines(r):
-        console.print(line, markup=False, highlight=False)
-    console.print()
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     for col in ("#", "BASE SELF", "NEW SELF", "Δ SELF", "RATIO", "BASE TOTAL", "NEW TOTAL"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("Δ TOTAL", justify="right", no_wrap=True)
     table.add_column("", no_wrap=True)
     table.add_column("FUNCTION", overflow="fold")
-    shown = r.functions[: limit or 25]
-    for fd in shown:
+    for fd in r.functions[:limit]:
         grew = fd.self_.sig > 0 or fd.total.sig > 0
         shrank = not grew and (fd.self_.sig < 0 or fd.total.sig < 0)
         style = "red" if grew else "blue" if shrank else None
@@ -101,6 +132,11 @@ def render_diff_text(r: DiffResult, console: Console, limit: int | None = None) 
             Text(f"{fd.func.name} ({fd.func.module_path}:{fd.func.line})"),
         )
     console.print(table)
+
+
+def _callers(r: DiffResult, console: Console) -> None:
+    """The callers of the top regressions, each with its change."""
+    unit = r.unit
     for index, rows in r.callers:
         fd = r.functions[index]
         console.print()
@@ -121,12 +157,3 @@ def render_diff_text(r: DiffResult, console: Console, limit: int | None = None) 
                 markup=False,
                 highlight=False,
             )
-    console.print()
-    n_grew, n_shrank = len(r.grew), len(r.shrank)
-    if not n_grew and not n_shrank:
-        console.print("No function changed beyond noise.", markup=False)
-    else:
-        console.print(
-            f"{n_grew} function{'s' if n_grew != 1 else ''} grew beyond noise, {n_shrank} shrank.",
-            markup=False,
-        )
