@@ -1,0 +1,222 @@
+"""The fleet agent end to end, without a Pyroscope server: a real program pushes to a real TCP
+peer on 127.0.0.1 that misbehaves on purpose (tools/ingest_peers.py: slow to connect, silent,
+trickling, a half-sent answer, answering 500, or absent), through `leadline run --push` and
+through the LEADLINE_PUSH start-up hook.  Whatever the server does, the program's exit is held
+at most for the flush deadline, what was not delivered is in the spool and reaches the next
+server that answers; a spool that cannot be written costs profiles, never delivery; an agent
+that cannot start says so in one line.  The soak at the end runs bench/agent_soak.py briefly."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support import PY, ROOT, run, write
+
+sys.path.insert(0, str(ROOT / "tools"))
+
+from ingest_peers import Peer  # noqa: E402
+
+from leadline.capture.foreign import read_pprof  # noqa: E402
+from leadline.fleet.delivery import Upload  # noqa: E402
+
+FLUSH_S = 1.0  # LEADLINE_PUSH_FLUSH in these tests
+# How far past the flush deadline the exit may go: stopping the sampler, folding and encoding the
+# last period, writing what is left to the spool, the interpreter's own teardown.  The old code
+# waited for the server's 10 s timeout on top of the deadline.
+EXIT_SLACK_S = 1.0
+
+PROGRAM = """
+    import sys, time
+
+    def work(n):
+        return sum(i * i for i in range(n))
+
+    t = time.time()
+    while time.time() - t < float(sys.argv[1]):
+        work(5000)
+    print("END", repr(time.time()), flush=True)
+"""
+
+SUMMARY = re.compile(
+    r"leadline: ([\d,]+) samples in (\d+) periods; (\d+) profiles pushed to \S+ "
+    r"\(([\d,]+) bytes\), (\d+) spooled, (\d+) dropped"
+)
+
+
+def summary(stderr: str) -> dict[str, int]:
+    m = SUMMARY.search(stderr)
+    assert m, stderr
+    keys = ("samples", "periods", "pushed", "bytes", "spooled", "dropped")
+    return {k: int(v.replace(",", "")) for k, v in zip(keys, m.groups(), strict=True)}
+
+
+def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEADLINE_")}
+    env.update(
+        {
+            "LEADLINE_SPOOL": str(tmp_path / "spool"),
+            "LEADLINE_PUSH_FLUSH": f"{FLUSH_S:g}",
+            "NO_COLOR": "1",
+            **extra,
+        }
+    )
+    return env
+
+
+class Timed:
+    """A finished child, with how long after the program's last line the process was gone."""
+
+    def __init__(self, cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            self.stdout, self.stderr = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        gone = time.time()
+        self.returncode = proc.returncode
+        m = re.search(r"^END (\S+)$", self.stdout, re.M)
+        assert m, (self.stdout, self.stderr)
+        self.exit_delay = gone - float(m.group(1))
+
+
+def push_run(
+    tmp_path: Path, url: str, seconds: float, service: str = "exit", **env: str
+) -> Timed:
+    write(tmp_path, "prog.py", PROGRAM)
+    cmd = [
+        PY, "-m", "leadline", "run", "--push", url, "--push-interval", "0.5",
+        "--service", service, "prog.py", str(seconds),
+    ]  # fmt: skip
+    return Timed(cmd, tmp_path, clean_env(tmp_path, **env))
+
+
+def spooled(spool: Path) -> list[Upload]:
+    files = sorted(p for p in spool.iterdir()) if spool.is_dir() else []
+    assert all(p.name.endswith(".upload") for p in files), [p.name for p in files]
+    return [Upload.from_bytes(p.read_bytes()) for p in files]
+
+
+def samples_in(bodies: list[bytes]) -> int:
+    return round(sum(sum(w for _, w in read_pprof("p", b, "samples").stacks) for b in bodies))
+
+
+# -- exit: the program never waits on the network beyond the flush deadline --------------------
+
+
+@pytest.mark.parametrize("behaviour", ["backlog", "silent", "trickle", "half", "late"])
+def test_exit_is_not_held_by_a_slow_server(tmp_path: Path, behaviour: str) -> None:
+    """Requests are in flight (a 10 s socket timeout each) when the program ends: it is gone
+    within the flush deadline, and every sample it pushed is in the spool."""
+    with Peer(behaviour, delay=30.0 if behaviour == "late" else 0.2) as peer:
+        r = push_run(tmp_path, peer.url, 4.0)
+        if behaviour != "backlog":
+            assert peer.connections >= 1  # the agent did reach the server
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("END "), r.stdout
+    assert r.exit_delay < FLUSH_S + EXIT_SLACK_S, (r.exit_delay, r.stderr)
+    s = summary(r.stderr)
+    assert s["pushed"] == 0 and s["dropped"] == 0, s
+    uploads = spooled(tmp_path / "spool")
+    assert len(uploads) == s["spooled"] >= 2, (s, len(uploads))
+    assert samples_in([u.body for u in uploads]) == s["samples"] > 0
+    assert "leadline: cannot push profiles to" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_what_a_silent_server_left_is_delivered_by_the_next_run(tmp_path: Path) -> None:
+    with Peer("silent") as silent:
+        first = push_run(tmp_path, silent.url, 4.0)
+    assert first.returncode == 0 and first.exit_delay < FLUSH_S + EXIT_SLACK_S, first.stderr
+    s1 = summary(first.stderr)
+    with Peer("ok") as ok:
+        second = push_run(tmp_path, ok.url, 1.0)
+        received = list(ok.received)
+    assert second.returncode == 0, second.stderr
+    s2 = summary(second.stderr)
+    assert s2["spooled"] == 0 and s2["dropped"] == 0, s2
+    assert s2["pushed"] == len(received) >= s1["spooled"] + 1
+    # Oldest first: the first run's profiles, then the second's, every sample exactly once.
+    starts = [int(q["from"]) for q, _ in received]
+    assert starts == sorted(starts)
+    assert samples_in([b for _, b in received]) == s1["samples"] + s2["samples"]
+    assert not list((tmp_path / "spool").iterdir())
+
+
+def test_exit_through_the_start_up_hook_is_not_held(tmp_path: Path) -> None:
+    """LEADLINE_PUSH in the environment of an unmodified program: the start-up hook starts the
+    agent, and at exit (atexit) the same deadline holds."""
+    write(tmp_path, "prog.py", PROGRAM)
+    with Peer("silent") as peer:
+        env = clean_env(
+            tmp_path, LEADLINE_PUSH=peer.url, LEADLINE_PUSH_INTERVAL="0.5", LEADLINE_SERVICE="hook"
+        )
+        r = Timed([PY, "prog.py", "4"], tmp_path, env)
+        assert peer.connections >= 1
+    assert r.returncode == 0 and r.stdout.startswith("END "), r.stderr
+    assert r.exit_delay < FLUSH_S + EXIT_SLACK_S, (r.exit_delay, r.stderr)
+    uploads = spooled(tmp_path / "spool")
+    assert len(uploads) >= 2
+    assert all(u.params["name"].startswith("hook{") for u in uploads)
+    assert samples_in([u.body for u in uploads]) > 0
+    assert r.stderr.count("leadline: cannot push profiles to") == 1, r.stderr
+
+
+def test_the_start_up_hook_pushes(tmp_path: Path) -> None:
+    write(tmp_path, "prog.py", PROGRAM)
+    with Peer("ok") as peer:
+        env = clean_env(tmp_path, LEADLINE_PUSH=peer.url, LEADLINE_SERVICE="hooked")
+        r = Timed([PY, "prog.py", "1"], tmp_path, env)
+        received = list(peer.received)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert len(received) == 1  # one period (10 s by default), pushed at exit
+    query, body = received[0]
+    assert query["name"].startswith("hooked{") and query["spyName"] == "leadline"
+    assert samples_in([body]) >= 30  # 1 s of CPU at 100 Hz, less what a busy machine delays
+
+
+# -- an agent that cannot start: one line, once ------------------------------------------------
+
+
+def test_an_agent_that_cannot_start_says_so_once_in_one_line(tmp_path: Path) -> None:
+    write(tmp_path, "prog.py", PROGRAM)
+    env = clean_env(tmp_path, LEADLINE_PUSH="http://127.0.0.1:9", LEADLINE_PUSH_INTERVAL="soon")
+    r = run([PY, "prog.py", "0.1"], cwd=tmp_path, env=env)
+    assert r.returncode == 0 and r.stdout.startswith("END "), r.stderr
+    assert r.stderr == (
+        "leadline: the profiling agent did not start: "
+        "LEADLINE_PUSH_INTERVAL='soon' is not a number\n"
+    )
+
+
+def test_a_refused_start_agent_leaves_nothing_at_exit(tmp_path: Path) -> None:
+    """start_agent while another profile runs is refused with LeadlineError; the process must
+    then exit as if it had never been called (no traceback from an exit handler)."""
+    write(
+        tmp_path,
+        "prog.py",
+        """
+        import leadline
+        with leadline.profile("p.lead"):
+            try:
+                leadline.start_agent("http://127.0.0.1:9", service="x", spool_dir="spool")
+            except leadline.LeadlineError as e:
+                print("refused:", e)
+        print("done")
+        """,
+    )
+    r = run([PY, "prog.py"], cwd=tmp_path, env=clean_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "refused: another leadline profile is already running\ndone\n"
+    assert r.stderr == ""
