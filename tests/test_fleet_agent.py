@@ -8,10 +8,8 @@ that cannot start says so in one line.  The soak at the end runs bench/agent_soa
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -22,10 +20,10 @@ from support import PY, ROOT, run, write
 
 sys.path.insert(0, str(ROOT / "tools"))
 
-from ingest_peers import Peer  # noqa: E402
+from ingest_peers import Peer
 
-from leadline.capture.foreign import read_pprof  # noqa: E402
-from leadline.fleet.delivery import Upload  # noqa: E402
+from leadline.capture.foreign import read_pprof
+from leadline.fleet.delivery import Upload
 
 FLUSH_S = 1.0  # LEADLINE_PUSH_FLUSH in these tests
 # How far past the flush deadline the exit may go: stopping the sampler, folding and encoding the
@@ -91,9 +89,7 @@ class Timed:
         self.exit_delay = gone - float(m.group(1))
 
 
-def push_run(
-    tmp_path: Path, url: str, seconds: float, service: str = "exit", **env: str
-) -> Timed:
+def push_run(tmp_path: Path, url: str, seconds: float, service: str = "exit", **env: str) -> Timed:
     write(tmp_path, "prog.py", PROGRAM)
     cmd = [
         PY, "-m", "leadline", "run", "--push", url, "--push-interval", "0.5",

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-import time
 import urllib.parse
 from types import TracebackType
 
@@ -173,14 +172,3 @@ def _read_request(conn: socket.socket) -> tuple[str, bytes] | None:
 def _send(conn: socket.socket, status: int, body: bytes) -> None:
     head = f"HTTP/1.1 {status} X\r\nContent-Length: {len(body)}\r\n\r\n".encode()
     conn.sendall(head + body)
-
-
-def wait_for(predicate: object, timeout: float) -> bool:
-    """Poll `predicate()` every 50 ms until true or `timeout` seconds pass."""
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return bool(predicate())
