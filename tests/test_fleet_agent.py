@@ -8,11 +8,16 @@ that cannot start says so in one line.  The soak at the end runs bench/agent_soa
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
+import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -216,3 +221,158 @@ def test_a_refused_start_agent_leaves_nothing_at_exit(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert r.stdout == "refused: another leadline profile is already running\ndone\n"
     assert r.stderr == ""
+
+
+# -- a spool that cannot be written costs profiles, never delivery -----------------------------
+
+
+def file_size_limit(limit: int) -> Callable[[], None]:
+    """A child's limit on the size of the files it writes (RLIMIT_FSIZE): a write past it
+    fails with EFBIG after writing what fits, as on a full disk, and for root too."""
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+def test_unwritable_spool_while_the_server_fails(tmp_path: Path) -> None:
+    """Every spool write fails part-way (the file size limit is 64 bytes) while the server
+    answers 500: profiles wait in memory, one warning, no partial file; once the server
+    answers, all of them are delivered.  The old code stopped delivering for good at the first
+    failed write, and left a partial file."""
+    write(tmp_path, "prog.py", PROGRAM)
+    with Peer("status", status=500) as peer:
+        cmd = [
+            PY, "-m", "leadline", "run", "--push", peer.url, "--push-interval", "0.5",
+            "--service", "full", "prog.py", "6",
+        ]  # fmt: skip
+        # A generous flush deadline: the last profiles go to a server that answers at once.
+        env = clean_env(tmp_path, LEADLINE_PUSH_BACKOFF_MAX="0.5", LEADLINE_PUSH_FLUSH="10")
+        proc = subprocess.Popen(
+            cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, preexec_fn=file_size_limit(64),
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while peer.connections < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            peer.behaviour = "ok"  # the server is back
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        received = list(peer.received)
+    assert proc.returncode == 0 and out.startswith("END "), err
+    assert "delivery stopped" not in err and "Traceback" not in err, err
+    assert err.count("cannot write to the spool") == 1 and "(File too large)" in err, err
+    assert "is reachable again; delivering" in err
+    s = summary(err)
+    assert s["pushed"] == len(received) >= 2 and s["dropped"] == 0 and s["spooled"] == 0, s
+    assert samples_in([b for _, b in received]) == s["samples"]  # nothing lost
+    starts = [int(q["from"]) for q, _ in received]
+    assert starts == sorted(starts)
+    assert not list((tmp_path / "spool").iterdir())  # no partial file left behind
+
+
+def test_unwritable_spool_while_the_server_is_down(tmp_path: Path) -> None:
+    """Nothing can be delivered or kept: the profiles are dropped at exit, counted, with one
+    warning and no partial file; the exit is not held."""
+    write(tmp_path, "prog.py", PROGRAM)
+    with Peer("down") as peer:
+        cmd = [
+            PY, "-m", "leadline", "run", "--push", peer.url, "--push-interval", "0.5",
+            "--service", "full", "prog.py", "3",
+        ]  # fmt: skip
+        r = run(cmd, cwd=tmp_path, env=clean_env(tmp_path), preexec_fn=file_size_limit(64))
+    assert r.returncode == 0 and r.stdout.startswith("END "), r.stderr
+    assert r.stderr.count("cannot write to the spool") == 1, r.stderr
+    s = summary(r.stderr)
+    assert s["pushed"] == 0 and s["spooled"] == 0 and s["dropped"] >= 3, s
+    assert not list((tmp_path / "spool").iterdir())
+
+
+def test_a_spool_path_that_cannot_be_a_directory_does_not_stop_the_agent(tmp_path: Path) -> None:
+    (tmp_path / "spool").write_text("a file where the spool would be\n")
+    with Peer("ok") as peer:
+        r = push_run(tmp_path, peer.url, 1.0)
+        received = list(peer.received)
+    assert r.returncode == 0, r.stderr
+    s = summary(r.stderr)
+    assert s["pushed"] == len(received) >= 1 and s["dropped"] == 0, r.stderr
+    assert samples_in([b for _, b in received]) == s["samples"] > 0
+    assert r.stderr.count("\n") == 1, r.stderr  # the summary alone
+
+
+def _mount_namespace() -> list[str] | None:
+    """The `unshare` prefix that runs a command in a mount namespace of its own (as root, or
+    as root of a user namespace), or None where this machine does not allow one."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return None
+    probe_dir = tempfile.mkdtemp(prefix="leadline-mount-probe-")
+    try:
+        for prefix in ([unshare, "-m"], [unshare, "-r", "-m"]):
+            probe = [*prefix, "mount", "-t", "tmpfs", "leadline-probe", probe_dir]
+            if subprocess.run(probe, capture_output=True).returncode == 0:
+                return prefix
+    finally:
+        os.rmdir(probe_dir)
+    return None
+
+
+# Inside the namespace: mount the spool's file system, run the command, then copy out what the
+# spool holds (the tmpfs goes with the namespace) and list it.
+INSIDE = """
+    spool=$1; options=$2; shift 2
+    mount -t tmpfs -o "$options" leadline-spool "$spool" || exit 97
+    "$@"
+    status=$?
+    ls -a "$spool" > "$spool.listing"
+    cp "$spool"/* "$spool.copy/" 2>/dev/null
+    exit $status
+"""
+
+
+@pytest.mark.parametrize("options", ["size=16k", "size=1m,ro"])
+def test_spool_on_a_full_or_read_only_file_system(tmp_path: Path, options: str) -> None:
+    """The spool on a real file system of its own: a 16 KB tmpfs that fills after a few
+    profiles, or a read-only one.  Full: the oldest profiles give way to the newest, as beyond
+    the cap.  Read-only: every profile is dropped.  Either way one warning, no partial file,
+    and the program exits as usual."""
+    prefix = _mount_namespace()
+    if prefix is None:
+        pytest.skip("no mount namespace here (unshare -m, or -r -m, is refused)")
+    write(tmp_path, "prog.py", PROGRAM)
+    inside = write(tmp_path, "inside.sh", INSIDE)
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (tmp_path / "spool.copy").mkdir()
+    with Peer("down") as peer:
+        cmd = [
+            *prefix, "sh", str(inside), str(spool), options,
+            PY, "-m", "leadline", "run", "--push", peer.url, "--push-interval", "0.5",
+            "--service", "disk", "prog.py", "5",
+        ]  # fmt: skip
+        r = run(cmd, cwd=tmp_path, env=clean_env(tmp_path))
+    assert r.returncode == 0 and r.stdout.startswith("END "), r.stderr
+    assert "delivery stopped" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    s = summary(r.stderr)
+    listing = (tmp_path / "spool.listing").read_text().split()
+    assert not [n for n in listing if n.endswith(".tmp")], listing  # no partial file
+    kept = sorted((tmp_path / "spool.copy").iterdir())
+    assert len(kept) == s["spooled"]
+    if "ro" in options.split(","):
+        assert r.stderr.count("cannot write to the spool") == 1, r.stderr
+        assert "Read-only file system" in r.stderr
+        assert s["spooled"] == 0 and s["dropped"] >= 5, s
+        return
+    assert r.stderr.count("is on a full disk (No space left on device)") == 1, r.stderr
+    assert s["spooled"] >= 1 and s["dropped"] >= 1, s
+    # What stayed is the newest: consecutive periods up to the one the program ended in.
+    uploads = [Upload.from_bytes(p.read_bytes()) for p in kept]
+    spans = [(int(u.params["from"]), int(u.params["until"])) for u in uploads]
+    assert spans == sorted(spans)
+    assert all(a[1] >= b[0] for a, b in itertools.pairwise(spans)), spans
+    assert spans[-1][1] >= int(float(r.stdout.split()[1]))

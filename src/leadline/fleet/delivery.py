@@ -286,9 +286,9 @@ class Spool:
     """Profiles waiting on disk, oldest first, within `cap_bytes`.
 
     Not thread-safe: :class:`Delivery` holds its lock around every call.  A write that fails
-    (a full disk, a read-only or vanished directory) loses that profile, counted in `dropped`,
-    and leaves no partial file; `error` says why until a write succeeds again.  On a full disk
-    the oldest file is given up first, as beyond the cap, and the write tried once more."""
+    (a full disk, a read-only or vanished directory) leaves no partial file, and `error` says
+    why.  On a full disk the oldest file gives way first, as beyond the cap, and the write is
+    tried once more."""
 
     SUFFIX_FREE = ".upload"
 
@@ -298,7 +298,7 @@ class Spool:
         self.pid = os.getpid()
         self.own = f".p{self.pid}"
         self.dropped = 0
-        self.error: OSError | None = None  # why the last write failed, until one succeeds
+        self.error: OSError | None = None  # why the last put's first write failed, if it did
         self._n = 0
         self._bytes = 0
         self._files: list[tuple[str, int]] = []  # (name, size), oldest first
@@ -339,7 +339,8 @@ class Spool:
         return self._bytes
 
     def put(self, upload: Upload) -> bool:
-        """Keep `upload` as the newest file; False if it could not be (counted in `dropped`)."""
+        """Keep `upload` as the newest file.  False if it could not be: larger than the cap
+        (counted in `dropped`), or not written (`error` says why; the caller decides)."""
         data = upload.to_bytes()
         if len(data) > self.cap:
             self.dropped += 1
@@ -348,26 +349,28 @@ class Spool:
             self._drop_oldest()
         self._n += 1
         name = f"{upload.created_ns:020d}-{self.pid}-{self._n:06d}{self.own}"
+        self.error = None
         try:
             self._write(name, data)
         except OSError as e:
-            if e.errno not in (errno.ENOSPC, errno.EDQUOT) or not self._files:
-                self.error = e
-                self.dropped += 1
+            self.error = e
+            if not (self.full and self._files):
                 return False
             self._drop_oldest()  # a full disk: make room as the cap would
             try:
                 self._write(name, data)
-            except OSError as again:
-                self.error = again
-                self.dropped += 1
+            except OSError:
                 return False
-        self.error = None
         self._files.append((name, len(data)))
         self._bytes += len(data)
         if len(self._files) > 1 and self._files[-2][0] > name:
             self._files.sort()  # an adopted file made after this one
         return True
+
+    @property
+    def full(self) -> bool:
+        """The last write failed for want of space."""
+        return self.error is not None and self.error.errno in (errno.ENOSPC, errno.EDQUOT)
 
     def _write(self, name: str, data: bytes) -> None:
         """Write `data` as `name`, whole or not at all."""
@@ -474,7 +477,7 @@ class Delivery:
         self._pending: collections.deque[Upload] = collections.deque()
         self._queue_cap = queue_cap
         self._inflight: Upload | None = None  # being sent, and in memory only
-        self._dropped_in_memory = 0
+        self._lost = 0  # dropped from memory, or not written to the spool; not yet in stats
         self._lock = threading.Lock()
         self._spool_lock = threading.Lock()
         self._abandoned = False  # close() took over from a thread stuck in a request
@@ -487,7 +490,8 @@ class Delivery:
         self._warn = warn or _stderr
         self._warned: set[int] = set()
         self._down = False
-        self._spool_failing = False
+        self._spool_broken = False  # the last write to the spool failed
+        self._spool_warned = False  # since the last write that did not fail
         self._thread = threading.Thread(target=self._run, name="leadline-delivery", daemon=True)
         self._thread.start()
 
@@ -498,7 +502,7 @@ class Delivery:
         with self._lock:
             if len(self._pending) >= self._queue_cap:
                 self._pending.popleft()
-                self._dropped_in_memory += 1
+                self._lost += 1
             self._pending.append(upload)
         self._wake.set()
 
@@ -545,9 +549,9 @@ class Delivery:
                 self._pending.clear()
                 self._inflight = None
             for upload in sorted(left, key=lambda u: u.created_ns):
-                self._put(upload)
+                self._put(upload, requeue=False)
             self._sync_stats()
-            if not self._down:  # else it was said already, when the server went away
+            if not self._down and (left or self.stats.spooled):  # else said already, or nothing
                 self._warn(
                     f"leadline: cannot push profiles to {self.endpoint.shown} (no answer within "
                     f"the {deadline_s:g} s given at exit); {self.stats.spooled} left in the spool"
@@ -571,7 +575,7 @@ class Delivery:
                 if not self._abandoned:
                     with self._lock:
                         self._abandoned = True  # finished: nothing left for close() to do
-                    self._spool_pending()
+                    self._spool_pending(requeue=False)
                     self.spool.release()
 
     def _loop(self) -> None:
@@ -581,12 +585,13 @@ class Delivery:
             if self._stopping and now >= self._deadline:
                 return
             waiting = now < self._retry_at
-            # Oldest first: once anything is spooled, newer profiles join the spool's end.
-            if waiting or len(self.spool):
+            # Oldest first: once anything is spooled, newer profiles join the spool's end.  A
+            # spool that cannot be written leaves them in memory, sent when the server answers.
+            if (waiting or len(self.spool)) and not self._spool_broken:
                 with self._spool_lock:
                     if self._abandoned:
                         return
-                    self._spool_pending()
+                    self._spool_pending(requeue=True)
             if waiting:
                 if self._stopping:
                     return  # the server is down: the program does not wait for it at exit
@@ -617,7 +622,7 @@ class Delivery:
                             return  # close() spooled it: sent again, maybe
                         self._inflight = None
                     if not done:
-                        self._put(new)
+                        self._put(new, requeue=True)
                     self._sync_stats()
                 continue
             if self._stopping:
@@ -643,6 +648,8 @@ class Delivery:
                 deadline=self._request_deadline(),
             )
         except HTTPFailure as e:
+            if self._abandoned:
+                return False  # close() has reported and spooled; the process is ending
             self.stats.failures += 1
             self.stats.last_error = e.reason
             if not e.retryable:
@@ -669,6 +676,8 @@ class Delivery:
             self._delay = min(high, max(low, self._delay * 2))
             self._retry_at = time.monotonic() + random.uniform(self._delay / 2, self._delay)
             return False
+        if self._abandoned:
+            return False
         if self._down:
             self._warn(f"leadline: {self.endpoint.shown} is reachable again; delivering")
         self._down = False
@@ -682,35 +691,55 @@ class Delivery:
             self._warned.add(key)
             self._warn(text)
 
-    def _put(self, upload: Upload) -> None:
-        """Spool `upload` (the spool's lock held); the first failure of a run of failed
-        writes is reported, once."""
-        if self.spool.put(upload):
-            self._spool_failing = False
-            return
+    def _put(self, upload: Upload, requeue: bool) -> bool:
+        """Spool `upload` (the spool's lock held).  If it cannot be written, it goes back to
+        the front of the memory queue (`requeue`: it is sent when the server answers) or is
+        lost, and counted.  A write that fails is reported once, until one succeeds again: a
+        full disk or a read-only directory fails every write."""
+        stored = self.spool.put(upload)
         error = self.spool.error
-        if error is not None and not self._spool_failing:
-            self._spool_failing = True
-            self._warn(
-                f"leadline: cannot write to the spool {self.spool.dir} "
-                f"({error.strerror or error}); profiles that cannot be delivered at once are "
-                "dropped until it can"
-            )
+        self._spool_broken = not stored and error is not None
+        if self._spool_broken:
+            with self._lock:
+                if requeue and len(self._pending) < self._queue_cap:
+                    self._pending.appendleft(upload)
+                else:
+                    self._lost += 1  # the oldest in memory, as beyond the queue's cap
+        if error is None:
+            self._spool_warned = False
+        elif not self._spool_warned:
+            self._spool_warned = True
+            why = error.strerror or str(error)
+            if self.spool.full:
+                self._warn(
+                    f"leadline: the spool {self.spool.dir} is on a full disk ({why}); its "
+                    "oldest profiles give way to new ones, as beyond its cap"
+                )
+            else:
+                self._warn(
+                    f"leadline: cannot write to the spool {self.spool.dir} ({why}); profiles "
+                    f"not yet delivered wait in memory instead (the latest {self._queue_cap}) "
+                    "and are lost if the process ends first"
+                )
+        return stored
 
-    def _spool_pending(self) -> None:
-        """Move every profile waiting in memory to the spool (the spool's lock held)."""
+    def _spool_pending(self, requeue: bool) -> None:
+        """Move the profiles waiting in memory to the spool (the spool's lock held); with
+        `requeue`, stop at the first that cannot be written (it stays in memory with the
+        rest), else every one is tried."""
         new = self._next_new()
         while new is not None:
-            self._put(new)
+            if not self._put(new, requeue) and requeue and self._spool_broken:
+                break
             new = self._next_new()
         self._sync_stats()
 
     def _sync_stats(self) -> None:
         """Bring `stats` up to date (the spool's lock held, not the memory lock)."""
         with self._lock:
-            in_memory, self._dropped_in_memory = self._dropped_in_memory, 0
+            lost, self._lost = self._lost, 0
         self.stats.spooled = len(self.spool)
-        self.stats.dropped += self.spool.dropped + in_memory
+        self.stats.dropped += self.spool.dropped + lost
         self.spool.dropped = 0
 
     def snapshot(self) -> dict[str, Any]:
