@@ -9,6 +9,7 @@ that cannot start says so in one line.  The soak at the end runs bench/agent_soa
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import resource
@@ -376,3 +377,45 @@ def test_spool_on_a_full_or_read_only_file_system(tmp_path: Path, options: str) 
     assert spans == sorted(spans)
     assert all(a[1] >= b[0] for a, b in itertools.pairwise(spans)), spans
     assert spans[-1][1] >= int(float(r.stdout.split()[1]))
+
+
+# -- a long run, briefly: memory, descriptors and the spool stay bounded -----------------------
+
+
+def test_soak_briefly(tmp_path: Path) -> None:
+    """bench/agent_soak.py for 20 s per behaviour, all at once (the full run is 10 minutes
+    each): the program's descriptors, threads, memory and spool stay within what the design
+    bounds, against a server that is down, slow (answers after the agent's 10 s timeout) or
+    failing (HTTP 500)."""
+    out = tmp_path / "soak.json"
+    cap_mb = 0.01  # 10 KB: reached within seconds, so that the cap is exercised
+    r = run(
+        [
+            PY, str(ROOT / "bench" / "agent_soak.py"), "--seconds", "20", "--parallel",
+            "--interval", "0.5", "--every", "0.5", "--warm", "5", "--spool-cap-mb", str(cap_mb),
+            "--python", PY, "--no-save", "--json", str(out),
+        ],
+        cwd=tmp_path,
+        timeout=300,
+    )  # fmt: skip
+    report = json.loads(out.read_text())
+    results = {b["behaviour"]: b for b in report["behaviours"]}
+    assert sorted(results) == ["500", "down", "slow"], r.stdout
+    for name, b in results.items():
+        assert b["failures"] == [], (name, b["failures"], b["stderr"])
+        assert b["returncode"] == 0 and b["readings"] >= 20, (name, b)
+        # One delivery thread, one request at a time; nothing else of the agent's stays open.
+        assert b["sockets"]["max"] <= 1, (name, b["sockets"])
+        fds = b["other_fds"]
+        assert fds["end"] == fds["min"] and fds["max"] <= fds["min"] + 1, (name, fds)
+        assert b["threads"]["max"] <= b["threads"]["start"], (name, b["threads"])
+        assert b["spool_bytes"]["max"] <= cap_mb * 2**20, (name, b["spool_bytes"])
+        growth_kb = b["rss_kb"]["max"] - b["rss_kb"]["start"]
+        assert growth_kb <= 32 * b["largest_profile"] / 1024 + 4096, (name, b["rss_kb"])
+        assert b["exit_delay_s"] < FLUSH_S + EXIT_SLACK_S, (name, b["exit_delay_s"])
+        assert b["agent"]["pushed"] == 0, (name, b["agent"])
+    assert results["down"]["requests"] == 0
+    assert results["500"]["requests"] >= 5  # retried all along, at most 2 s apart
+    assert results["slow"]["requests"] >= 1
+    for name in ("down", "500"):  # the spool reached its cap: the oldest were dropped
+        assert results[name]["agent"]["dropped"] > 0, (name, results[name]["agent"])
