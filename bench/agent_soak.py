@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,6 +150,7 @@ class Soak:
     stdout: str = ""
     stderr: str = ""
     gone_at: float = 0.0
+    waiter: threading.Thread | None = None
 
     @property
     def spool(self) -> Path:
@@ -181,6 +183,15 @@ class Soak:
             stderr=subprocess.PIPE,
             text=True,
         )
+        # Its own thread reads the program's output as it comes and notes the moment it is
+        # gone, to the millisecond rather than to the next reading.
+        self.waiter = threading.Thread(target=self._wait, daemon=True)
+        self.waiter.start()
+
+    def _wait(self) -> None:
+        assert self.proc is not None
+        self.stdout, self.stderr = self.proc.communicate()
+        self.gone_at = time.time()
 
     def sample(self) -> None:
         assert self.proc is not None
@@ -194,17 +205,13 @@ class Soak:
         )
 
     def running(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            return True
-        if not self.gone_at:
-            self.gone_at = time.time()
-        return False
+        return self.waiter is not None and self.waiter.is_alive()
 
     def finish(self) -> None:
-        assert self.proc is not None
-        self.stdout, self.stderr = self.proc.communicate()
-        self.gone_at = self.gone_at or time.time()
+        assert self.proc is not None and self.waiter is not None
+        if self.proc.poll() is None:
+            self.proc.kill()  # it overstayed
+        self.waiter.join()
 
 
 def slope_per_min(points: list[tuple[float, float]]) -> float | None:
@@ -415,9 +422,6 @@ def main(argv: list[str] | None = None) -> int:
                             soak.sample()
                     time.sleep(args.every)
                 for soak in soaks:
-                    assert soak.proc is not None
-                    if soak.proc.poll() is None:
-                        soak.proc.kill()
                     soak.finish()
                     result = verdict(soak, args, warm_s)
                     result["stderr"] = [clean(line) for line in result["stderr"]]

@@ -412,6 +412,18 @@ def test_adopting_removes_partial_files_of_dead_processes(tmp_path: Path) -> Non
     assert not partial.exists() and live.exists()
 
 
+def test_files_named_with_our_own_pid_are_an_earlier_process_s(tmp_path: Path) -> None:
+    """A container's program has the same PID every time: what a crashed run of it left is
+    adopted by the next, although a process with that PID (itself) is alive."""
+    me = os.getpid()
+    (tmp_path / f"{1:020d}-{me}-000001.p{me}").write_bytes(upload(1).to_bytes())
+    (tmp_path / f".{2:020d}-{me}-000002.p{me}.tmp").write_bytes(b"half")
+    spool = Spool(tmp_path, 1 << 20)
+    head = spool.oldest()
+    assert len(spool) == 1 and head is not None and head[1] == upload(1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{1:020d}-{me}-000001.p{me}"]
+
+
 def test_delivery_goes_on_when_the_spool_cannot_be_written(tmp_path: Path) -> None:
     """The spool's path is a file: while the server fails, profiles wait in memory (one
     warning); the thread goes on, and delivers them, in order, once the server answers."""

@@ -308,7 +308,9 @@ class Spool:
 
     def adopt(self) -> None:
         """Take over unowned files and those of processes that are gone; remove the partial
-        files of processes that died while writing."""
+        files of processes that died while writing.  Files named with this process's own PID
+        are an earlier process's that had the same PID (a container's program is often PID 1
+        every time), as this spool has written nothing yet."""
         for entry in os.scandir(self.dir):
             name = entry.name
             base, dot, owner = name.rpartition(".")
@@ -316,11 +318,11 @@ class Spool:
                 continue
             if owner == "tmp" and name.startswith("."):
                 pid = base.rpartition(".p")[2]
-                if pid.isdigit() and not _alive(int(pid)):
+                if pid.isdigit() and self._gone(int(pid)):
                     with contextlib.suppress(OSError):
                         os.unlink(self.dir / name)
             elif name.endswith(self.SUFFIX_FREE) or (
-                owner.startswith("p") and owner[1:].isdigit() and not _alive(int(owner[1:]))
+                owner.startswith("p") and owner[1:].isdigit() and self._gone(int(owner[1:]))
             ):
                 new = f"{base}{self.own}"
                 with contextlib.suppress(OSError):  # another process took it first
@@ -329,6 +331,9 @@ class Spool:
                     self._files.append((new, size))
                     self._bytes += size
         self._files.sort()
+
+    def _gone(self, pid: int) -> bool:
+        return pid == self.pid or not _alive(pid)
 
     def __len__(self) -> int:
         return len(self._files)
