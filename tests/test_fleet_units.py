@@ -499,3 +499,18 @@ def test_the_start_up_hook_runs_once(
         "leadline: the profiling agent did not start: "
         "LEADLINE_PUSH_INTERVAL='soon' is not a number\n"
     )
+
+
+def test_release_at_exit_is_bounded_in_time(tmp_path: Path) -> None:
+    """At exit the spool's files are renamed for the next process only while close() has time:
+    those left with this process's name are adopted all the same."""
+    spool = Spool(tmp_path, 1 << 20)
+    for i in range(5):
+        spool.put(upload(i))
+    spool.release(until=time.monotonic())  # no time left: nothing renamed
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 5 and all(n.endswith(f".p{os.getpid()}") for n in names)
+    again = Spool(tmp_path, 1 << 20)
+    assert len(again) == 5
+    again.release()
+    assert all(p.name.endswith(".upload") for p in tmp_path.iterdir())

@@ -174,9 +174,9 @@ class Agent(Profiler):
 
     def _start(self) -> None:
         spool = self.config.spool_dir or default_spool_dir(self.config.service)
-        # A spool that cannot be written (a read-only file system, a full disk) does not stop
-        # the agent: profiles still go to the server, and those that cannot are dropped, with
-        # one warning, when a write fails.
+        # A spool that cannot be written (a read-only file system, a full disk, a directory
+        # that cannot be made) does not stop the agent: profiles still go to the server, and
+        # a write that fails is reported when it happens (delivery.Delivery._put).
         self._delivery = Delivery(
             self.endpoint,
             spool,

@@ -420,9 +420,14 @@ class Spool:
     def done(self, name: str) -> None:
         self._remove(name)
 
-    def release(self) -> None:
-        """Leave the files to whoever delivers next (this process is exiting)."""
+    def release(self, until: float = float("inf")) -> None:
+        """Leave the files to whoever delivers next (this process is exiting), renaming them
+        until the `time.monotonic()` instant `until`: a full spool is thousands of files, and
+        the exit must not wait for them.  Those left with this process's name are adopted as
+        soon as it is gone."""
         for name, _ in self._files:
+            if time.monotonic() >= until:
+                break
             base = name[: -len(self.own)]
             with contextlib.suppress(OSError):
                 os.rename(self.dir / name, self.dir / f"{base}{self.SUFFIX_FREE}")
@@ -488,7 +493,8 @@ class Delivery:
         self._abandoned = False  # close() took over from a thread stuck in a request
         self._wake = threading.Event()
         self._stopping = False
-        self._deadline = float("inf")
+        self._deadline = float("inf")  # no request after this (close's end, less a grace)
+        self._end = float("inf")  # close() returns by then
         self._backoff = backoff_s
         self._delay = 0.0
         self._retry_at = 0.0
@@ -518,7 +524,7 @@ class Delivery:
         still waiting on it then is left behind (a daemon, it ends with the process) and what
         it held is spooled here."""
         deadline_s = max(deadline_s, 0.0)
-        end = time.monotonic() + deadline_s
+        end = self._end = time.monotonic() + deadline_s
         self._deadline = end - min(CLOSE_GRACE_S, deadline_s / 2)
         self._stopping = True
         self._wake.set()
@@ -561,7 +567,7 @@ class Delivery:
                     f"leadline: cannot push profiles to {self.endpoint.shown} (no answer within "
                     f"the {deadline_s:g} s given at exit); {self.stats.spooled} left in the spool"
                 )
-            self.spool.release()
+            self.spool.release(until=time.monotonic() + CLOSE_GRACE_S)
         finally:
             self._spool_lock.release()
 
@@ -581,7 +587,7 @@ class Delivery:
                     with self._lock:
                         self._abandoned = True  # finished: nothing left for close() to do
                     self._spool_pending(requeue=False)
-                    self.spool.release()
+                    self.spool.release(until=self._end)
 
     def _loop(self) -> None:
         while True:
