@@ -49,7 +49,8 @@ def main() -> int:
         cap = args.capture or Path(tmp) / "calls.lead"
         if args.capture is None:
             workload = HERE / "workloads" / "calls.py"
-            cmd = [py, "-m", "leadline", "trace", "-q", "-o", str(cap), str(workload)]
+            trace = [py, "-m", "leadline", "trace", "-q", "--max-size", "none"]
+            cmd = [*trace, "-o", str(cap), str(workload)]
             subprocess.run(
                 [*cmd, "--scale", str(args.scale)], check=True, stdout=subprocess.DEVNULL
             )

@@ -63,7 +63,9 @@ class Candidate:
         if self.kind == "plain":
             return [python, *target]
         if self.kind == "leadline":
-            return [python, "-m", "leadline", "trace", *self.options, "-o", str(out), *target]
+            # No size limit: the benchmark measures recording every event, however many.
+            trace = [python, "-m", "leadline", "trace", "--max-size", "none", *self.options]
+            return [*trace, "-o", str(out), *target]
         runner = str(BENCH / "run_pymemtrace.py")
         return [python, runner, *self.options, "--log", str(out), "--", *target]
 

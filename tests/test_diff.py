@@ -433,7 +433,7 @@ def test_fail_above_exits_1_with_a_one_line_reason(runs: dict[str, Path], tmp_pa
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1
     assert lines[0] == (
-        f"leadline: regression: func_17 (funcs.py) self cost grew {grew:.0f}% "
+        f"leadline: regression: func_17 ({f17['file']}) self cost grew {grew:.0f}% "
         f"(at least {beyond:.0f}% beyond noise)"
     )
     r = leadline("diff", runs["base"], runs["slow"], "--fail-above", "100000", cwd=tmp_path)

@@ -182,6 +182,37 @@ print(total)
     assert json.loads(out.read_text())["counts"] == {"calls": 7, "adds": 35}
 
 
+def test_probe_many_probed_functions(tmp_path: Path) -> None:
+    """More probed code objects than the native watch table first holds (it grows while they
+    are registered, once for a probed line's own entry and once for its function's marker): every
+    counter still counts its own probe.  Under `make sanitize` this is also the test of that
+    growth's memory safety."""
+    n = 40
+    lines = ["def entry(k):", "    return k", ""]
+    probed: list[int] = []
+    for i in range(n):
+        lines += [f"def f{i}(k):", f"    x = k + {i}"]
+        probed.append(len(lines))
+        lines += ["    return x", ""]
+    write(tmp_path, "many.py", "\n".join(lines) + "\n")
+    write(
+        tmp_path,
+        "run_many.py",
+        f"import many\n\nfor k in range(3):\n    many.entry(k)\n"
+        f"    for i in range({n}):\n        if i % 2 == 0 or k == 0:\n"
+        "            getattr(many, f'f{i}')(k)\nprint('done')\n",
+    )
+    counts = ["--count", "entry=many:entry"]
+    for i, line in enumerate(probed):
+        counts += ["--count", f"f{i}=many.py:{line}"]
+    out = tmp_path / "p.json"
+    r = leadline("probe", "--json-output", out, *counts, "run_many.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "done\n"
+    expected_counts = {"entry": 3, **{f"f{i}": 3 if i % 2 == 0 else 1 for i in range(n)}}
+    assert json.loads(out.read_text())["counts"] == expected_counts
+
+
 def test_probe_keeps_exit_status_and_exceptions(tmp_path: Path) -> None:
     write(tmp_path, "fail.py", "def f():\n    return 1\nf()\nraise SystemExit(3)\n")
     r = leadline("probe", "--count", "f=fail.py:2", "fail.py", cwd=tmp_path)

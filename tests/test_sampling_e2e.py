@@ -308,6 +308,51 @@ def test_profile_api_context_manager(tmp_path: Path) -> None:
     assert shares(data, "total_pct")["work"] > 80.0
 
 
+DROPPED = """
+import os, sys, time
+import leadline
+from leadline import _native
+from leadline.capture.reader import Capture
+
+def fds():
+    return len(os.listdir("/proc/self/fd"))
+
+def threads():
+    return len(os.listdir("/proc/self/task"))
+
+before = fds(), threads()
+for name, finish in (("unfinished", False), ("finished", True)):
+    path = sys.argv[1] + "." + name
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    s = _native.Sampler(fd, b'{"mode": "sample"}', os.getpid(), 200.0)
+    time.sleep(0.1)
+    if finish:
+        s.finish()
+    del s
+    leadline.mark("after", name=name)  # nothing listens any more
+    with Capture(path) as cap:
+        print(name, cap.meta.get("mode"), flush=True)
+print("fds and threads back", (fds(), threads()) == before)
+"""
+
+
+def test_sampler_dropped_without_close_stops_and_closes(tmp_path: Path) -> None:
+    """A native Sampler freed without close() (never finished, or finished and then an
+    exception before close): its threads are joined, its capture closed with what it sampled,
+    and mark() no longer writes into it (it wrote into freed memory, and the writer thread of
+    a finished one kept waiting inside the freed object)."""
+    prog = write(tmp_path, "dropped.py", DROPPED)
+    r = subprocess.run(
+        [PY, str(prog), str(tmp_path / "d.lead")], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "unfinished sample",
+        "finished sample",
+        "fds and threads back True",
+    ], r.stderr
+
+
 # -- attach ---------------------------------------------------------------------
 
 

@@ -50,4 +50,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console_main() -> NoReturn:
-    sys.exit(main())
+    status = main()
+    if status < 0:  # the program ended as python ends by signal -status (Ctrl-C)
+        from .record.runner import exit_by_signal
+
+        exit_by_signal(-status)
+    sys.exit(status)

@@ -3,6 +3,7 @@
 #include "leadline.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,16 +80,48 @@ static void put_u32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static int write_chunk(int fd, const LLChunk *c) {
+static int write_payload(int fd, uint8_t kind, uint64_t stream, const uint8_t *data, size_t n) {
     uint8_t h[LL_CHUNK_HEADER_SIZE];
     memcpy(h, "LLCK", 4);
-    h[4] = c->kind;
+    h[4] = kind;
     h[5] = h[6] = h[7] = 0;
-    put_u32(h + 8, (uint32_t)c->len);
-    put_u32(h + 12, ll_crc32(c->data, c->len));
-    for (int i = 0; i < 8; i++) h[16 + i] = (uint8_t)(c->stream >> (8 * i));
-    struct iovec iov[2] = {{h, sizeof h}, {(void *)c->data, c->len}};
+    put_u32(h + 8, (uint32_t)n);
+    put_u32(h + 12, ll_crc32(data, n));
+    for (int i = 0; i < 8; i++) h[16 + i] = (uint8_t)(stream >> (8 * i));
+    struct iovec iov[2] = {{h, sizeof h}, {(void *)data, n}};
     return write_all(fd, iov, 2);
+}
+
+static int write_chunk(int fd, const LLChunk *c) {
+    return write_payload(fd, c->kind, c->stream, c->data, c->len);
+}
+
+/* After a failed write: cut the file back to the end of its last complete chunk, so that it
+ * is a valid capture that END can still follow, and so that the space the partial chunk took
+ * on a full disk is the program's again.  Called by the thread that writes (the writer, or
+ * the closer once the writer is joined).  1 if the file now ends at bytes_written. */
+static int rewind_file(LLWriter *w) {
+    if (w->base < 0 || w->fd < 0) return 0;
+    off_t end = (off_t)(w->base + (int64_t)w->bytes_written);
+    return ftruncate(w->fd, end) == 0 && lseek(w->fd, end, SEEK_SET) == end;
+}
+
+/* The first reason stays: a write that fails after the size limit was reached does not
+ * change why recording stopped (it is reported as write_error all the same). */
+static void stop_locked(LLWriter *w, int why) {
+    if (w->stopped) return;
+    w->stop_ticks = ll_ticks();
+    __atomic_store_n(&w->stopped, why, __ATOMIC_RELAXED);
+}
+
+static void note_written_locked(LLWriter *w, uint64_t at, const LLChunk *c) {
+    w->bytes_written += LL_CHUNK_HEADER_SIZE + c->len;
+    if (c->kind < LL_CHUNK_KINDS) w->written_items[c->kind] += c->items;
+    if (w->nrecent == LL_RECENT_CHUNKS) {
+        memmove(w->recent, w->recent + 1, sizeof w->recent[0] * (LL_RECENT_CHUNKS - 1));
+        w->nrecent--;
+    }
+    w->recent[w->nrecent++] = (LLWritten){.offset = at, .items = c->items, .kind = c->kind};
 }
 
 static void recycle_locked(LLWriter *w, LLChunk *c) {
@@ -101,10 +134,32 @@ static void recycle_locked(LLWriter *w, LLChunk *c) {
     }
 }
 
+/* A chunk that will never be written: what it held is counted as lost. */
+static void lose_locked(LLWriter *w, LLChunk *c) {
+    w->dropped_chunks++;
+    if (c->kind < LL_CHUNK_KINDS) w->lost_items[c->kind] += c->items;
+    recycle_locked(w, c);
+}
+
 /* pthread_join returns once the thread's kernel id is cleared, a moment before the kernel
  * takes the thread out of the process's thread count.  A fork() in that moment, right after
  * threads were joined for it, would still count the thread, and Python 3.12+ warns about
  * forking a multi-threaded process.  So wait until /proc no longer lists it. */
+/* A signal sent to the process goes to any thread that does not block it, so leadline's
+ * threads block them all: a signal must reach the program's threads.  Otherwise a program
+ * that blocks a signal to sigwait() for it dies of it when a thread of ours takes it, and a
+ * handler does not cut the main thread's sleep short.  The new thread inherits the mask of the
+ * one that creates it, whatever that one's is (a thread restarted after fork() is created by
+ * whichever thread of the program comes next), so the mask is set around pthread_create. */
+int ll_thread_start(pthread_t *t, void *(*start)(void *), void *arg) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int err = pthread_create(t, NULL, start, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err;
+}
+
 void ll_join(pthread_t t, const pid_t *tid) {
     pthread_join(t, NULL);
     if (*tid <= 0) return;
@@ -125,11 +180,17 @@ static void *writer_main(void *arg) {
                      0, 0, 0, 0};
     struct iovec iov = {h, sizeof h};
     int herr = w->header_done ? 0 : write_all(w->fd, &iov, 1);
+    int hclean = herr ? rewind_file(w) : 1;
     pthread_mutex_lock(&w->mu);
     if (!w->header_done) {
         w->header_done = 1;
-        if (herr) w->error = herr;
-        else w->bytes_written += sizeof h;
+        if (herr) {
+            w->error = herr;
+            w->clean = hclean;
+            stop_locked(w, LL_STOP_WRITE_ERROR);
+        } else {
+            w->bytes_written += sizeof h;
+        }
     }
     for (;;) {
         while (!w->head && !w->stopping) pthread_cond_wait(&w->cv, &w->mu);
@@ -138,17 +199,25 @@ static void *writer_main(void *arg) {
         w->head = c->next;
         if (!w->head) w->tail = NULL;
         w->queued--;
-        int err = 0;
-        if (!w->error) {
-            pthread_mutex_unlock(&w->mu);
-            err = write_chunk(w->fd, c);
-            pthread_mutex_lock(&w->mu);
-            if (err) w->error = err; /* e.g. ENOSPC: stop writing, keep the program running */
-            else w->bytes_written += LL_CHUNK_HEADER_SIZE + c->len;
-        } else {
-            w->dropped_chunks++;
+        if (w->error) {
+            lose_locked(w, c);
+            continue;
         }
-        recycle_locked(w, c);
+        uint64_t at = w->bytes_written;
+        pthread_mutex_unlock(&w->mu);
+        int err = write_chunk(w->fd, c);
+        int clean = err ? rewind_file(w) : 1;
+        pthread_mutex_lock(&w->mu);
+        if (err) {
+            /* e.g. ENOSPC: stop recording, keep the program running */
+            w->error = err;
+            w->clean = clean;
+            stop_locked(w, LL_STOP_WRITE_ERROR);
+            lose_locked(w, c);
+        } else {
+            note_written_locked(w, at, c);
+            recycle_locked(w, c);
+        }
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
@@ -157,9 +226,15 @@ static void *writer_main(void *arg) {
 int ll_writer_open(LLWriter *w, int fd) {
     memset(w, 0, sizeof *w);
     w->fd = fd;
+    /* Where the capture starts, to cut it back to a chunk boundary after a failed write; a
+     * pipe has no position (-1), and is never cut. */
+    off_t at = lseek(fd, 0, SEEK_CUR);
+    w->base = at < 0 ? -1 : (int64_t)at;
+    w->clean = 1;
+    w->accepted = 16; /* the file header */
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    int err = pthread_create(&w->thread, NULL, writer_main, w);
+    int err = ll_thread_start(&w->thread, writer_main, w);
     if (err) return err;
     w->thread_started = 1;
     return 0;
@@ -183,15 +258,21 @@ LLChunk *ll_writer_buffer(LLWriter *w, uint8_t kind, uint64_t stream, size_t cap
     c->stream = stream;
     c->len = 0;
     c->cap = cap;
+    c->items = 0;
     return c;
 }
 
 static void enqueue_locked(LLWriter *w, LLChunk *c) {
-    if (w->error || w->queued >= LL_MAX_QUEUED || w->fd < 0) {
-        w->dropped_chunks++;
-        recycle_locked(w, c);
+    uint64_t size = LL_CHUNK_HEADER_SIZE + c->len;
+    /* The limit is checked here, once per chunk, never per event; META passes whatever the
+     * limit, since a file without it is not a capture. */
+    if (w->max_bytes && c->kind != LL_CHUNK_META && w->accepted + size > w->max_bytes)
+        stop_locked(w, LL_STOP_SIZE_LIMIT);
+    if (w->stopped || w->error || w->queued >= LL_MAX_QUEUED || w->fd < 0) {
+        lose_locked(w, c);
         return;
     }
+    w->accepted += size;
     c->next = NULL;
     if (w->tail) w->tail->next = c;
     else w->head = c;
@@ -271,12 +352,14 @@ void ll_writer_pause(LLWriter *w) {
 int ll_writer_resume(LLWriter *w) {
     if (!w->paused) return 0;
     w->paused = 0;
-    int err = pthread_create(&w->thread, NULL, writer_main, w);
+    int err = ll_thread_start(&w->thread, writer_main, w);
     if (!err) w->thread_started = 1;
     return err;
 }
 
-void ll_writer_close(LLWriter *w) {
+/* Everything queued reaches the file (or is dropped and counted); the thread is joined, the
+ * descriptor stays open. */
+static void writer_drain(LLWriter *w) {
     ll_writer_resume(w); /* a paused writer still has a queue to drain */
     pthread_mutex_lock(&w->mu);
     submit_locked(w, NULL);
@@ -287,6 +370,10 @@ void ll_writer_close(LLWriter *w) {
         ll_join(w->thread, &w->tid);
         w->thread_started = 0;
     }
+}
+
+void ll_writer_close(LLWriter *w) {
+    writer_drain(w);
     if (w->fd >= 0) {
         if (close(w->fd) != 0 && !w->error && errno != EINTR) w->error = errno;
         w->fd = -1;
@@ -297,4 +384,136 @@ void ll_writer_close(LLWriter *w) {
         free(c);
     }
     w->nfree = 0;
+}
+
+/* END, from the closing thread once the writer is drained.  After a failed write it still
+ * follows the last complete chunk when the file could be cut back to it. */
+static int write_end(LLWriter *w, const uint8_t *data, size_t n) {
+    if (w->fd < 0 || w->bytes_written == 0 || !w->clean) return w->error ? w->error : EIO;
+    int err = write_payload(w->fd, LL_CHUNK_END, 0, data, n);
+    if (err) {
+        w->clean = rewind_file(w);
+        if (!w->error) w->error = err;
+        stop_locked(w, LL_STOP_WRITE_ERROR);
+        return err;
+    }
+    w->bytes_written += LL_CHUNK_HEADER_SIZE + n;
+    w->end_written = 1;
+    return 0;
+}
+
+/* END did not fit (a full disk, a file size limit): the newest data chunk makes room for it.
+ * The capture loses its last moments rather than its END, which every report needs to read it
+ * right (thread names, counts, why recording stopped).  1 if a chunk was given back. */
+static int give_back(LLWriter *w) {
+    if (!w->nrecent || !w->clean) return 0;
+    LLWritten r = w->recent[w->nrecent - 1];
+    if (r.kind == LL_CHUNK_META) return 0;
+    uint64_t had = w->bytes_written;
+    w->bytes_written = r.offset;
+    if (!rewind_file(w)) {
+        w->bytes_written = had;
+        w->clean = 0;
+        return 0;
+    }
+    w->nrecent--;
+    if (r.kind < LL_CHUNK_KINDS) {
+        w->written_items[r.kind] -= r.items;
+        w->lost_items[r.kind] += r.items;
+    }
+    w->dropped_chunks++;
+    return 1;
+}
+
+static int set_item(PyObject *d, const char *key, PyObject *v) {
+    if (!v) return -1;
+    int rc = PyDict_SetItemString(d, key, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* The writer's figures, for END and for the recording's result (docs/format.md, END). */
+static PyObject *writer_stats(const LLWriter *w) {
+    static const char *const reasons[] = {NULL, "size_limit", "write_error"};
+    static const struct {
+        const char *written, *lost;
+        int kind;
+    } items[] = {{"events_written", "events_lost", LL_CHUNK_EVENTS},
+                 {"samples_written", "samples_lost", LL_CHUNK_SAMPLES},
+                 {"marks_written", "marks_lost", LL_CHUNK_MARKS}};
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    int bad = set_item(d, "bytes_written", PyLong_FromUnsignedLongLong(w->bytes_written)) ||
+              set_item(d, "dropped_chunks", PyLong_FromUnsignedLongLong(w->dropped_chunks)) ||
+              set_item(d, "max_bytes", PyLong_FromUnsignedLongLong(w->max_bytes)) ||
+              set_item(d, "write_error",
+                       w->error ? PyUnicode_FromString(strerror(w->error)) : Py_NewRef(Py_None)) ||
+              set_item(d, "stopped",
+                       w->stopped ? PyUnicode_FromString(reasons[w->stopped]) : Py_NewRef(Py_None)) ||
+              set_item(d, "t_stopped",
+                       w->stopped ? PyLong_FromUnsignedLongLong(w->stop_ticks) : Py_NewRef(Py_None)) ||
+              set_item(d, "end_written", PyBool_FromLong(w->end_written));
+    for (size_t i = 0; !bad && i < sizeof items / sizeof items[0]; i++) {
+        bad = set_item(d, items[i].written,
+                       PyLong_FromUnsignedLongLong(w->written_items[items[i].kind])) ||
+              set_item(d, items[i].lost, PyLong_FromUnsignedLongLong(w->lost_items[items[i].kind]));
+    }
+    if (bad) Py_CLEAR(d);
+    return d;
+}
+
+PyObject *ll_writer_close_py(LLWriter *w, PyObject *end) {
+    Py_BEGIN_ALLOW_THREADS
+    writer_drain(w);
+    Py_END_ALLOW_THREADS
+    int failed = 0;
+    /* Each pass makes END from the figures as they are now: giving a chunk back changes them. */
+    for (int attempt = 0; end && end != Py_None; attempt++) {
+        PyObject *payload;
+        if (PyCallable_Check(end)) {
+            PyObject *stats = writer_stats(w);
+            payload = stats ? PyObject_CallOneArg(end, stats) : NULL;
+            Py_XDECREF(stats);
+        } else {
+            payload = Py_NewRef(end);
+        }
+        Py_buffer b;
+        if (!payload || PyObject_GetBuffer(payload, &b, PyBUF_SIMPLE) < 0) {
+            Py_XDECREF(payload);
+            failed = 1;
+            break;
+        }
+        int err;
+        Py_BEGIN_ALLOW_THREADS
+        err = write_end(w, b.buf, (size_t)b.len);
+        Py_END_ALLOW_THREADS
+        PyBuffer_Release(&b);
+        Py_DECREF(payload);
+        int no_room = err == ENOSPC || err == EFBIG || err == EDQUOT;
+        if (!err || !no_room || attempt >= LL_RECENT_CHUNKS || !give_back(w)) break;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ll_writer_close(w);
+    Py_END_ALLOW_THREADS
+    return failed ? NULL : writer_stats(w);
+}
+
+size_t ll_encode_func(uint8_t *rec, uint64_t id, int kind, uint64_t file, uint64_t name,
+                      long firstline, const LLLinePoint *pts, size_t npts) {
+    uint8_t *p = ll_put_varint(rec, id);
+    *p++ = (uint8_t)kind;
+    p = ll_put_varint(p, file);
+    p = ll_put_varint(p, name);
+    p = ll_put_varint(p, firstline > 0 ? (uint64_t)firstline : 0);
+    p = ll_put_varint(p, npts);
+    long prev_off = 0, prev_line = firstline;
+    for (size_t i = 0; i < npts; i++) {
+        /* Offsets and lines decoded from another process's table may be anything: the deltas
+         * wrap, never overflow (a reader gets the same values back by adding them). */
+        p = ll_put_varint(p, (uint64_t)pts[i].offset - (uint64_t)prev_off);
+        p = ll_put_varint(p, ll_zigzag((int64_t)((uint64_t)pts[i].line - (uint64_t)prev_line)));
+        prev_off = pts[i].offset;
+        prev_line = pts[i].line;
+    }
+    return (size_t)(p - rec);
 }

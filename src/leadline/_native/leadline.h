@@ -10,6 +10,7 @@
 #define LEADLINE_H
 
 #include "compat.h"
+#include "procmem.h" /* LLLinePoint */
 
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -30,27 +31,37 @@
 #define LL_FORMAT_MAJOR 1
 #define LL_FORMAT_MINOR 2
 
+/* Each list below exists once: the C code uses its enum, and the module exports it to Python
+ * as a dict of name -> number (CHUNK_KINDS, EVENT_KINDS, MARK_KINDS), so nothing is copied. */
+#define LL_CHUNK_KIND_LIST(X)                                                                   \
+    X(META, 1) X(STRINGS, 2) X(FUNCS, 3) X(THREADS, 4) X(EVENTS, 5) X(RSS, 6) X(END, 7)        \
+    X(SAMPLES, 8) X(STACKS, 9) X(TASKS, 10) X(MARKS, 11)
 enum {
-    LL_CHUNK_META = 1,
-    LL_CHUNK_STRINGS = 2,
-    LL_CHUNK_FUNCS = 3,
-    LL_CHUNK_THREADS = 4,
-    LL_CHUNK_EVENTS = 5,
-    LL_CHUNK_RSS = 6,
-    LL_CHUNK_END = 7,
-    LL_CHUNK_SAMPLES = 8,
-    LL_CHUNK_STACKS = 9,
-    LL_CHUNK_TASKS = 10,
-    LL_CHUNK_MARKS = 11,
-    LL_CHUNK_KINDS = 12,
+#define LL_X(name, n) LL_CHUNK_##name = n,
+    LL_CHUNK_KIND_LIST(LL_X)
+#undef LL_X
+    LL_CHUNK_KINDS = 12, /* one more than the largest */
 };
 
+/* An event's kind: the low 3 bits of its head byte (docs/format.md, EVENTS). */
+#define LL_EVENT_KIND_LIST(X) X(CALL, 0) X(RETURN, 1) X(C_CALL, 2) X(C_RETURN, 3) X(C_EXCEPT, 4)
 enum {
-    LL_EV_CALL = 0,
-    LL_EV_RETURN = 1,
-    LL_EV_C_CALL = 2,
-    LL_EV_C_RETURN = 3,
-    LL_EV_C_EXCEPTION = 4,
+#define LL_X(name, n) LL_EV_##name = n,
+    LL_EVENT_KIND_LIST(LL_X)
+#undef LL_X
+};
+
+/* The kinds of tracer hook (tracer.c says what each is for). */
+#define LL_HOOK_KIND_LIST(X)                                                                    \
+    X(ENTER_LOCAL, 0) X(ENTER, 1) X(EXIT_LOCAL, 2) X(EXIT, 3) X(CALL, 4) X(C_RETURN, 5)         \
+    X(C_RAISE, 6) X(BOOTSTRAP, 7)
+
+/* A mark's kind (docs/format.md, MARKS): a mark, or the begin or end of a span. */
+#define LL_MARK_KIND_LIST(X) X(MARK, 0) X(BEGIN, 1) X(END, 2)
+enum {
+#define LL_X(name, n) LL_MARK_##name = n,
+    LL_MARK_KIND_LIST(LL_X)
+#undef LL_X
 };
 
 #define LL_HEAD_RSS 0x08
@@ -61,6 +72,14 @@ enum {
 #define LL_CHUNK_HEADER_SIZE 24
 #define LL_EVENTS_CHUNK_CAP (64 * 1024)
 #define LL_MAX_EVENT_BYTES 64 /* head + 6 varints of at most 10 bytes */
+
+/* One FUNCS record (docs/format.md): id, kind (0 Python, 1 C), file and name string ids, first
+ * line, and the line table as deltas from the first line.  The tracer (from co_lines()) and the
+ * sampler (from a remote code object's line table) both write it here.  `rec` needs
+ * LL_FUNC_RECORD_MAX(npts) bytes; returns the record's length. */
+#define LL_FUNC_RECORD_MAX(npts) (64 + (size_t)(npts) * 20)
+size_t ll_encode_func(uint8_t *rec, uint64_t id, int kind, uint64_t file, uint64_t name,
+                      long firstline, const LLLinePoint *pts, size_t npts);
 
 /* ---- varints ---- */
 static inline uint8_t *ll_put_varint_slow(uint8_t *p, uint64_t v) {
@@ -135,6 +154,7 @@ typedef struct LLChunk {
     uint64_t stream;
     size_t len;
     size_t cap;
+    uint64_t items; /* events, samples or marks in it: what is lost if it is not written */
     uint8_t data[];
 } LLChunk;
 
@@ -143,9 +163,26 @@ static inline pid_t ll_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 /* pthread_join(t), then wait (20 ms at most) until the kernel has taken the thread, whose
  * kernel id the thread stored in *tid, out of the process; see capture.c. */
 void ll_join(pthread_t t, const pid_t *tid);
+/* pthread_create for leadline's own threads, which start with every signal blocked. */
+int ll_thread_start(pthread_t *t, void *(*start)(void *), void *arg);
+
+/* Why a writer records nothing more: the capture reached its size limit, or a write failed
+ * (a full disk, a file size limit, an I/O error).  Either way the program runs on, the queued
+ * chunks are dropped and counted, and END still closes the capture (ll_writer_close_py). */
+enum { LL_STOP_NONE = 0, LL_STOP_SIZE_LIMIT = 1, LL_STOP_WRITE_ERROR = 2 };
+
+/* The last chunks written, newest last: after a write failure, END may take the place of the
+ * newest ones (see ll_writer_close_py). */
+#define LL_RECENT_CHUNKS 8
+typedef struct {
+    uint64_t offset; /* where the chunk starts in the file */
+    uint64_t items;
+    uint8_t kind;
+} LLWritten;
 
 typedef struct {
     int fd;
+    int64_t base; /* the file offset of the header: where the capture starts (-1: not seekable) */
     pthread_t thread;
     pid_t tid; /* the writer thread's kernel id, set by the thread */
     int thread_started;
@@ -160,8 +197,18 @@ typedef struct {
     int paused;      /* joined around a fork(), restarted at the next event */
     int header_done; /* the file header is written once, by the first writer thread */
     int error; /* errno of the first failed write; nothing is written after it */
+    int clean; /* the file ends where the last complete chunk does (bytes_written) */
+    /* LL_STOP_*: set once, under mu; producers read it with a relaxed load, once per chunk. */
+    int stopped;
+    uint64_t stop_ticks;  /* ll_ticks() when it stopped */
+    uint64_t max_bytes;   /* 0: no limit; else the header and chunks before END stay within it */
+    uint64_t accepted;    /* bytes of the header and of the chunks queued so far */
     uint64_t bytes_written;
     uint64_t dropped_chunks;
+    uint64_t written_items[LL_CHUNK_KINDS], lost_items[LL_CHUNK_KINDS]; /* by chunk kind */
+    LLWritten recent[LL_RECENT_CHUNKS];
+    int nrecent;
+    int end_written;
 } LLWriter;
 
 int ll_writer_open(LLWriter *w, int fd); /* writes the file header, starts the thread */
@@ -172,6 +219,14 @@ void ll_writer_put(LLWriter *w, uint8_t kind, const void *data, size_t n); /* a 
 void ll_writer_close(LLWriter *w); /* drains the queue, joins the thread, closes fd */
 void ll_writer_pause(LLWriter *w);
 int ll_writer_resume(LLWriter *w);
+static inline int ll_writer_stopped(const LLWriter *w) {
+    return __atomic_load_n(&w->stopped, __ATOMIC_RELAXED);
+}
+/* close(end) of every recording: drains the queue, writes END and closes the file.  `end` is
+ * the END payload (bytes), or a callable that makes it from the writer's figures (a dict:
+ * what was written and lost, whether and why recording stopped early); returns those figures,
+ * final.  NULL with an exception if `end` raised (the file is closed all the same). */
+PyObject *ll_writer_close_py(LLWriter *w, PyObject *end);
 uint32_t ll_crc32(const uint8_t *p, size_t n);
 
 /* ---- memory ---- */
@@ -241,7 +296,6 @@ void ll_marks_detach(LLWriter *w); /* hands its buffered marks over and stops li
 PyObject *ll_mark(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *ll_mark_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *ll_marks_active(PyObject *module, PyObject *unused);
-PyObject *ll_marks_counts(PyObject *module, PyObject *unused);
 extern PyTypeObject LLJournal_Type;
 
 /* ---- probe (probe.c) ---- */

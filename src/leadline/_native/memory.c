@@ -76,6 +76,9 @@ static void *sampler_main(void *arg) {
     uint64_t last = UINT64_MAX;
     uint64_t last_flush = ll_monotonic_ns();
     while (__atomic_load_n(&r->running, __ATOMIC_ACQUIRE)) {
+        /* The writer takes nothing more (size limit, failed write): stop reading, so that the
+         * program gets this core back.  The thread is joined when the recording finishes. */
+        if (ll_writer_stopped(r->w)) break;
         uint64_t v = ll_rss_read_exact(r);
         if (v != last) {
             timeline_add(r, ll_ticks(), v);
@@ -108,7 +111,7 @@ int ll_rss_start(LLRss *r, LLWriter *w, unsigned period_us) {
     ll_rss_read_exact(r);
     timeline_add(r, ll_ticks(), ll_rss_published(r));
     r->running = 1;
-    int err = pthread_create(&r->thread, NULL, sampler_main, r);
+    int err = ll_thread_start(&r->thread, sampler_main, r);
     if (err) {
         r->running = 0;
         return err;
@@ -127,7 +130,7 @@ int ll_rss_resume(LLRss *r) {
     if (!r->paused) return 0;
     r->paused = 0;
     r->running = 1;
-    int err = pthread_create(&r->thread, NULL, sampler_main, r);
+    int err = ll_thread_start(&r->thread, sampler_main, r);
     if (err) r->running = 0;
     return err;
 }

@@ -12,9 +12,6 @@ static PyObject *ticks(PyObject *module, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(ll_ticks());
 }
 
-static PyObject *pthread_tid_offset(PyObject *module, PyObject *unused) {
-    return PyLong_FromLong(ll_pthread_tid_offset());
-}
 
 static PyMethodDef module_methods[] = {
     {"decode_events", ll_decode_events, METH_VARARGS,
@@ -28,8 +25,6 @@ static PyMethodDef module_methods[] = {
      "table is damaged or of an unsupported build"},
     {"line_table", ll_line_table, METH_VARARGS,
      "line_table(minor, firstline, raw) -> [(offset, line)] from CPython's own encoding"},
-    {"pthread_tid_offset", pthread_tid_offset, METH_NOARGS,
-     "Where glibc keeps the kernel thread id in a pthread_t (-1: unknown)."},
     {"tick_ns", tick_ns, METH_NOARGS, "Nanoseconds per clock tick (calibrated once)."},
     {"ticks", ticks, METH_NOARGS, "The event clock now, in ticks."},
     {"mark", (PyCFunction)(void (*)(void))ll_mark, METH_FASTCALL | METH_KEYWORDS,
@@ -38,14 +33,37 @@ static PyMethodDef module_methods[] = {
      "mark_at(kind, name, file, line, fields): a mark at a known location (0 mark, 1 begin, "
      "2 end)."},
     {"marks_active", ll_marks_active, METH_NOARGS, "Whether a recording listens for marks."},
-    {"marks_counts", ll_marks_counts, METH_NOARGS,
-     "(recorded, dropped) marks of the current or last recording."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "leadline._native", "leadline's native core.", -1, module_methods,
 };
+
+/* Adds `name`: a dict of each kind's name -> number, from one of leadline.h's lists. */
+static int add_kinds(PyObject *m, const char *name, const char *const *names, const int *numbers,
+                     size_t n) {
+    PyObject *d = PyDict_New();
+    if (!d) return -1;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromLong(numbers[i]);
+        if (!v || PyDict_SetItemString(d, names[i], v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return -1;
+        }
+        Py_DECREF(v);
+    }
+    int r = PyModule_AddObjectRef(m, name, d);
+    Py_DECREF(d);
+    return r;
+}
+
+#define LL_NAME(name, n) #name,
+#define LL_NUMBER(name, n) n,
+#define ADD_KINDS(m, pyname, LIST)                                                              \
+    add_kinds(m, pyname, (const char *const[]){LIST(LL_NAME)}, (const int[]){LIST(LL_NUMBER)}, \
+              sizeof((const int[]){LIST(LL_NUMBER)}) / sizeof(int))
 
 PyMODINIT_FUNC PyInit__native(void) {
     if (ll_tracer_init() < 0 || ll_sampler_init() < 0 || ll_marks_init() < 0) {
@@ -66,6 +84,10 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddIntConstant(m, "MONITORING", LL_HAVE_MONITORING) < 0 ||
         PyModule_AddIntConstant(m, "FORMAT_MAJOR", LL_FORMAT_MAJOR) < 0 ||
         PyModule_AddIntConstant(m, "FORMAT_MINOR", LL_FORMAT_MINOR) < 0 ||
+        ADD_KINDS(m, "CHUNK_KINDS", LL_CHUNK_KIND_LIST) < 0 ||
+        ADD_KINDS(m, "EVENT_KINDS", LL_EVENT_KIND_LIST) < 0 ||
+        ADD_KINDS(m, "HOOK_KINDS", LL_HOOK_KIND_LIST) < 0 ||
+        ADD_KINDS(m, "MARK_KINDS", LL_MARK_KIND_LIST) < 0 ||
         ll_probe_add_functions(m) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -215,7 +215,11 @@ static PyObject *probe_watch(PyObject *m, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!i|i", &PyCode_Type, &code, &line, &start_lasti)) return NULL;
     Watch *w = insert(code, line);
     if (!w) return PyErr_NoMemory();
-    if (w->counter < 0) {
+    /* The counter is kept by value: the HAS_LINES insert below may grow the table, which frees
+     * the array `w` points into (valgrind saw it read after the free once a module had more
+     * probed code objects than the first table holds). */
+    int counter = w->counter;
+    if (counter < 0) {
         if (ncounters == ccounters) {
             int n = ccounters ? ccounters * 2 : 16;
             uint64_t *c = realloc(counters, sizeof(uint64_t) * (size_t)n);
@@ -224,11 +228,12 @@ static PyObject *probe_watch(PyObject *m, PyObject *args) {
             ccounters = n;
         }
         counters[ncounters] = 0;
-        w->counter = ncounters++;
+        counter = w->counter = ncounters++;
         w->start_lasti = start_lasti;
+        w = NULL; /* not valid past the next insert */
         if (line != ENTRY_LINE && !insert(code, HAS_LINES)) return PyErr_NoMemory();
     }
-    return PyLong_FromLong(w->counter);
+    return PyLong_FromLong(counter);
 }
 
 /* probe_counts() -> list of every counter's value, by counter number. */

@@ -134,18 +134,21 @@ static size_t put_utf8(char *o, uint32_t c) {
 
 long ll_read_str(LLMem *m, const LLLayout *L, uint64_t addr, char *out, size_t cap) {
     uint8_t h[128];
-    if (!addr || (size_t)L->unicode_compact_size > sizeof h) return -1;
+    if (!addr || cap < 16 || (size_t)L->unicode_compact_size > sizeof h) return -1;
     if (ll_mem_read(m, addr, h, (size_t)L->unicode_compact_size)) return -1;
     uint32_t state;
     int64_t length;
     memcpy(&state, h + L->unicode_state, 4);
     memcpy(&length, h + L->unicode_length, 8);
     unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
-    if (!compact || (kind != 1 && kind != 2 && kind != 4) || length < 0 ||
-        (uint64_t)length * 4 + 1 > cap || length > 65536)
+    /* A length beyond any name's means the pointer went stale: not a string we can trust. */
+    if (!compact || (kind != 1 && kind != 2 && kind != 4) || length < 0 || length > 65536)
         return -1;
+    /* Longer names are cut (then an ellipsis): read no more characters than can be written. */
+    int64_t take = length;
+    if ((uint64_t)take > (cap - 1) / 4) take = (int64_t)((cap - 1) / 4);
     uint64_t data = addr + (uint64_t)(ascii ? L->unicode_ascii_size : L->unicode_compact_size);
-    size_t nbytes = (size_t)length * kind;
+    size_t nbytes = (size_t)take * kind;
     uint8_t *raw = malloc(nbytes ? nbytes : 1);
     if (!raw) return -1;
     if (nbytes && ll_mem_read(m, data, raw, nbytes)) {
@@ -153,15 +156,33 @@ long ll_read_str(LLMem *m, const LLLayout *L, uint64_t addr, char *out, size_t c
         return -1;
     }
     size_t o = 0;
-    for (int64_t i = 0; i < length; i++) {
+    int64_t i;
+    for (i = 0; i < take; i++) {
         uint32_t c;
         if (kind == 1) c = raw[i];
         else if (kind == 2) c = (uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8;
         else memcpy(&c, raw + 4 * i, 4);
-        if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) c = 0xFFFD;
-        o += put_utf8(out + o, c);
+        char one[8];
+        size_t k;
+        if (c >= 0xD800 && c <= 0xDFFF) {
+            /* A lone surrogate (an undecodable file name, a name the program built) cannot be
+             * UTF-8: it is written as the text \udXXX, as Python's own error output and the
+             * tracer write it. */
+            static const char hex[] = "0123456789abcdef";
+            one[0] = '\\';
+            one[1] = 'u';
+            for (int d = 0; d < 4; d++) one[2 + d] = hex[(c >> (12 - 4 * d)) & 0xF];
+            k = 6;
+        } else {
+            k = put_utf8(one, c > 0x10FFFF ? 0xFFFD : c);
+        }
+        size_t reserve = i + 1 < length ? 3 : 0; /* room for the ellipsis of a cut name */
+        if (o + k + reserve + 1 > cap) break;
+        memcpy(out + o, one, k);
+        o += k;
     }
     free(raw);
+    if (i < length) o += put_utf8(out + o, 0x2026);
     out[o] = 0;
     return (long)o;
 }
@@ -204,6 +225,12 @@ static long lt_svarint(const uint8_t *t, size_t n, size_t *pos) {
     return (v & 1) ? -(long)(v >> 1) : (long)(v >> 1);
 }
 
+/* Line numbers add up deltas read from another process, whose table may be torn or not a line
+ * table at all: they wrap rather than overflow (signed overflow is undefined; UBSan found it). */
+static inline long line_add(long line, long delta) {
+    return (long)((unsigned long)line + (unsigned long)delta);
+}
+
 size_t ll_decode_linetable(int minor, long firstline, const uint8_t *t, size_t n,
                            LLLinePoint *out, size_t cap) {
     Points p = {out, 0, cap, firstline};
@@ -216,7 +243,7 @@ size_t ll_decode_linetable(int minor, long firstline, const uint8_t *t, size_t n
             int ldelta = (int8_t)t[pos + 1];
             long this_line = -1;
             if (ldelta != -128) {
-                line += ldelta;
+                line = line_add(line, ldelta);
                 this_line = line;
             }
             if (sdelta) add_point(&p, addr / 2, this_line);
@@ -233,16 +260,16 @@ size_t ll_decode_linetable(int minor, long firstline, const uint8_t *t, size_t n
         if (code == 15) {
             this_line = -1;
         } else if (code == 14) {
-            line += lt_svarint(t, n, &pos);
+            line = line_add(line, lt_svarint(t, n, &pos));
             lt_varint(t, n, &pos);
             lt_varint(t, n, &pos);
             lt_varint(t, n, &pos);
             this_line = line;
         } else if (code == 13) {
-            line += lt_svarint(t, n, &pos);
+            line = line_add(line, lt_svarint(t, n, &pos));
             this_line = line;
         } else if (code >= 10) {
-            line += code - 10;
+            line = line_add(line, code - 10);
             pos += 2;
             this_line = line;
         } else {

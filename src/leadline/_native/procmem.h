@@ -32,11 +32,14 @@ int ll_mem_read(LLMem *m, uint64_t addr, void *buf, size_t n);      /* 0 or an e
 int ll_mem_read_raw(pid_t pid, uint64_t addr, void *buf, size_t n); /* uncached */
 size_t ll_mem_read_many(pid_t pid, const uint64_t *addrs, size_t n, uint8_t *out, size_t size);
 
-/* A str object's text as UTF-8 (NUL-terminated); its length, or -1. */
+/* A str object's text as UTF-8 (NUL-terminated); its length, or -1.  A lone surrogate is
+ * written as the text \udXXX; a string longer than `cap` allows is cut, and ends with U+2026. */
 long ll_read_str(LLMem *m, const LLLayout *L, uint64_t addr, char *out, size_t cap);
 
+/* A point of a function's line table: from this instruction offset (code units) on, the code is
+ * on this line. */
 typedef struct {
-    long offset; /* code units */
+    long offset;
     long line;
 } LLLinePoint;
 size_t ll_decode_linetable(int minor, long firstline, const uint8_t *t, size_t n,

@@ -40,7 +40,7 @@ static int cursor_next(Cursor *c, Event *e) {
     if (c->p >= c->end) return 0;
     int ok = 1;
     uint8_t head = *c->p++;
-    if (head & 0x80 || (head & 7) > LL_EV_C_EXCEPTION) return -1;
+    if (head & 0x80 || (head & 7) > LL_EV_C_EXCEPT) return -1;
     e->kind = head & 7;
     e->fid = ll_get_varint(&c->p, c->end, &ok);
     c->cur.t += ll_get_varint(&c->p, c->end, &ok);
@@ -229,6 +229,13 @@ static AThread *thread_get(LLAggregator *a, uint64_t serial) {
     return t;
 }
 
+/* Sums of RSS changes from a capture wrap rather than overflow: a damaged or crafted one may hold
+ * any value, and signed overflow is undefined (CPython's -fwrapv, which extensions inherit, is
+ * not the C's to rely on; UBSan, built without it, found these). */
+static inline int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static inline uint64_t magnitude(int64_t v) { return v < 0 ? -(uint64_t)v : (uint64_t)v; }
+
 /* Keeps the LL_MOVERS activations that changed RSS the most, by absolute size. */
 static void mover_offer(LLAggregator *a, uint64_t fid, uint64_t thread, uint64_t t0, uint64_t t1,
                         int64_t drss) {
@@ -237,8 +244,8 @@ static void mover_offer(LLAggregator *a, uint64_t fid, uint64_t thread, uint64_t
     if (a->nmovers == LL_MOVERS) {
         slot = 0; /* the smallest one kept so far */
         for (size_t i = 1; i < LL_MOVERS; i++)
-            if (llabs(a->movers[i].drss) < llabs(a->movers[slot].drss)) slot = i;
-        if (llabs(a->movers[slot].drss) >= llabs(drss)) return;
+            if (magnitude(a->movers[i].drss) < magnitude(a->movers[slot].drss)) slot = i;
+        if (magnitude(a->movers[slot].drss) >= magnitude(drss)) return;
     } else {
         a->nmovers++;
     }
@@ -257,8 +264,8 @@ static void pop_frame(LLAggregator *a, AThread *th, uint64_t t, uint64_t rss, ui
     n->self_t += self_dt;
     n->incl_sq += (double)dt * (double)dt;
     n->self_sq += (double)self_dt * (double)self_dt;
-    n->incl_rss += drss;
-    n->self_rss += drss - f->child_rss;
+    n->incl_rss = wrap_add(n->incl_rss, drss);
+    n->self_rss = wrap_add(n->self_rss, wrap_sub(drss, f->child_rss));
     n->incl_heap += dheap;
     n->self_heap += dheap > f->child_heap ? dheap - f->child_heap : 0;
     if (f->peak - f->rss0 > n->peak_growth) n->peak_growth = f->peak - f->rss0;
@@ -267,7 +274,7 @@ static void pop_frame(LLAggregator *a, AThread *th, uint64_t t, uint64_t rss, ui
     if (th->depth) {
         AFrame *p = &th->stack[th->depth - 1];
         p->child_t += dt;
-        p->child_rss += drss;
+        p->child_rss = wrap_add(p->child_rss, drss);
         p->child_heap += dheap;
         if (f->peak > p->peak) p->peak = f->peak;
     }

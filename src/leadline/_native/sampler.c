@@ -131,6 +131,7 @@ typedef struct {
     uint32_t next_str, next_func, next_stack, next_serial;
     LLChunk *chunk;
     uint64_t chunk_prev_t, chunk_started_ns;
+    uint64_t chunk_first; /* samples when the chunk began */
     FrameRef *frames;
     RawFrame *raw;
     uint64_t *uniq;   /* distinct code objects of a walk */
@@ -142,6 +143,10 @@ typedef struct {
     uint64_t ticks, samples, missed, torn, retried, truncated;
     uint64_t sampler_cpu_ns, t_end, last_scan_ns, rng, fork_ns;
     uint64_t now_ns; /* CLOCK_MONOTONIC at this tick */
+    /* Targets still alive, published by the sampler thread for running(): the thread may
+     * reallocate `targets` (a new child process) while the Python thread asks. */
+    int alive_targets;
+    int writer_open; /* `w` was opened: it must be closed before this object is freed */
     int finished, closed, fork_pending, active;
 } Sampler;
 
@@ -283,22 +288,9 @@ static void define_func(Sampler *S, Target *T, uint32_t id, uint64_t filename, u
             (pts = malloc(sizeof *pts * (size_t)len)))
             npts = ll_decode_linetable(L->minor, firstline, raw, (size_t)len, pts, (size_t)len);
     }
-    uint8_t *rec = malloc(64 + npts * 20);
+    uint8_t *rec = malloc(LL_FUNC_RECORD_MAX(npts));
     if (rec) {
-        uint8_t *p = ll_put_varint(rec, id);
-        *p++ = 0; /* a Python function */
-        p = ll_put_varint(p, fs);
-        p = ll_put_varint(p, ns);
-        p = ll_put_varint(p, firstline > 0 ? (uint64_t)firstline : 0);
-        p = ll_put_varint(p, npts);
-        long prev_off = 0, prev_line = firstline;
-        for (size_t i = 0; i < npts; i++) {
-            p = ll_put_varint(p, (uint64_t)(pts[i].offset - prev_off));
-            p = ll_put_varint(p, ll_zigzag(pts[i].line - prev_line));
-            prev_off = pts[i].offset;
-            prev_line = pts[i].line;
-        }
-        define(S, LL_CHUNK_FUNCS, rec, (size_t)(p - rec));
+        define(S, LL_CHUNK_FUNCS, rec, ll_encode_func(rec, id, 0, fs, ns, firstline, pts, npts));
         free(rec);
     }
     free(raw);
@@ -559,7 +551,9 @@ static int walk(Sampler *S, Target *T, uint64_t frame, int *n, int *truncated) {
         }
         int64_t off = r->instr;
         if (L->code_adaptive >= 0) {
-            off = (off - (int64_t)(r->code + (uint64_t)L->code_adaptive)) / 2;
+            /* In unsigned arithmetic: a torn read may give any instruction pointer, and the
+             * signed difference could overflow (undefined; the range check below rejects it). */
+            off = (int64_t)((uint64_t)r->instr - (r->code + (uint64_t)L->code_adaptive)) / 2;
             if (units >= 0 && (off < -1 || off > units)) return WALK_TORN;
         }
         if (off < 0) off = 0;
@@ -583,6 +577,7 @@ static uint64_t top_frame(Target *T, const uint8_t *ts, int *ok) {
 
 static void flush_chunk(Sampler *S) {
     if (S->chunk) {
+        S->chunk->items = S->samples - S->chunk_first;
         ll_writer_submit(&S->w, S->chunk);
         S->chunk = NULL;
     }
@@ -596,6 +591,7 @@ static void emit(Sampler *S, uint64_t t, const Pending *p, uint64_t now) {
         S->chunk->len = (size_t)(ll_put_varint(S->chunk->data, t) - S->chunk->data);
         S->chunk_prev_t = t;
         S->chunk_started_ns = now;
+        S->chunk_first = S->samples;
     }
     uint8_t *q = S->chunk->data + S->chunk->len;
     q = ll_put_varint(q, t - S->chunk_prev_t);
@@ -860,9 +856,14 @@ static void *sampler_main(void *arg) {
             scan_children(S);
         }
         if (S->chunk && now - S->chunk_started_ns >= LL_FLUSH_NS) flush_chunk(S);
+        int still = 0; /* the children scan_children just found count too */
+        for (int i = 0; i < S->ntargets; i++) still += !S->targets[i].dead;
+        __atomic_store_n(&S->alive_targets, still, __ATOMIC_RELAXED);
         next += next_interval(S);
         pthread_mutex_lock(&S->mu);
         if (!alive && !S->subprocesses && !S->in_process) break; /* the target is gone */
+        /* The writer takes nothing more (a failed write): sampling on would only cost CPU. */
+        if (ll_writer_stopped(&S->w)) break;
     }
     pthread_mutex_unlock(&S->mu);
     struct timespec cpu;
@@ -873,7 +874,7 @@ static void *sampler_main(void *arg) {
 
 static int start_thread(Sampler *S) {
     S->stopping = 0;
-    int err = pthread_create(&S->thread, NULL, sampler_main, S);
+    int err = ll_thread_start(&S->thread, sampler_main, S);
     if (!err) S->thread_started = 1;
     return err;
 }
@@ -1081,6 +1082,7 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     if (!err) {
         S->known[S->nknown++] = (pid_t)pid;
         err = ll_writer_open(&S->w, fd);
+        S->writer_open = !err;
     }
     if (err) {
         PyBuffer_Release(&meta);
@@ -1104,27 +1106,33 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         ll_marks_attach(&S->w);
     }
     S->active = 1;
+    S->alive_targets = 1;
     start_thread(S);
     pthread_mutex_unlock(&sampler_lock);
     return (PyObject *)S;
 }
 
+/* Stops sampling (once): marks no longer go to this capture, the sampler thread is joined and
+ * its last chunk queued. */
+static void sampler_stop(Sampler *S) {
+    if (S->finished) return;
+    ll_marks_detach(&S->w);
+    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&sampler_lock);
+    if (S->active == 2) { /* stopped between a fork and its resume */
+        ll_writer_resume(&S->w);
+    }
+    stop_thread(S);
+    if (active_sampler == S) active_sampler = NULL;
+    S->active = 0;
+    pthread_mutex_unlock(&sampler_lock);
+    Py_END_ALLOW_THREADS flush_chunk(S);
+    S->t_end = ll_ticks();
+    S->finished = 1;
+}
+
 static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
     Sampler *S = (Sampler *)self;
-    if (!S->finished) {
-        ll_marks_detach(&S->w);
-        Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&sampler_lock);
-        if (S->active == 2) { /* stopped between a fork and its resume */
-            ll_writer_resume(&S->w);
-        }
-        stop_thread(S);
-        if (active_sampler == S) active_sampler = NULL;
-        S->active = 0;
-        pthread_mutex_unlock(&sampler_lock);
-        Py_END_ALLOW_THREADS flush_chunk(S);
-        S->t_end = ll_ticks();
-        S->finished = 1;
-    }
+    sampler_stop(S);
     uint64_t reads = 0;
     for (int i = 0; i < S->ntargets; i++) reads += S->targets[i].mem.reads;
     return Py_BuildValue(
@@ -1138,28 +1146,22 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
         (unsigned long long)S->next_func, "processes", (unsigned long long)S->ntargets);
 }
 
+/* close(end): END is bytes, or a callable that makes them (see ll_writer_close_py). */
 static PyObject *sampler_close(PyObject *self, PyObject *args) {
     Sampler *S = (Sampler *)self;
-    Py_buffer end;
-    if (!PyArg_ParseTuple(args, "y*", &end)) return NULL;
+    PyObject *end;
+    if (!PyArg_ParseTuple(args, "O", &end)) return NULL;
     if (!S->finished) {
         PyObject *r = sampler_finish(self, NULL);
-        if (!r) {
-            PyBuffer_Release(&end);
-            return NULL;
-        }
+        if (!r) return NULL;
         Py_DECREF(r);
     }
-    if (!S->closed) {
-        ll_writer_put(&S->w, LL_CHUNK_END, end.buf, (size_t)end.len);
-        Py_BEGIN_ALLOW_THREADS ll_writer_close(&S->w);
-        Py_END_ALLOW_THREADS S->closed = 1;
+    if (S->closed) {
+        PyErr_SetString(PyExc_RuntimeError, "capture already closed");
+        return NULL;
     }
-    PyBuffer_Release(&end);
-    const char *err = S->w.error ? strerror(S->w.error) : NULL;
-    return Py_BuildValue("{s:K,s:z,s:K}", "bytes_written", (unsigned long long)S->w.bytes_written,
-                         "write_error", err, "dropped_chunks",
-                         (unsigned long long)S->w.dropped_chunks);
+    S->closed = 1;
+    return ll_writer_close_py(&S->w, end);
 }
 
 static PyObject *sampler_before_fork(PyObject *self, PyObject *unused) {
@@ -1209,20 +1211,25 @@ static PyObject *sampler_resume(PyObject *self, PyObject *args, PyObject *kw) {
 
 static PyObject *sampler_running(PyObject *self, PyObject *unused) {
     Sampler *S = (Sampler *)self;
-    int alive = 0;
-    for (int i = 0; i < S->ntargets; i++) alive += !S->targets[i].dead;
-    return PyBool_FromLong(S->active && alive);
+    /* Not S->targets itself: with subprocesses the sampler thread may be reallocating it. */
+    return PyBool_FromLong(S->active && __atomic_load_n(&S->alive_targets, __ATOMIC_RELAXED) &&
+                           !ll_writer_stopped(&S->w));
 }
 
 static void sampler_dealloc(PyObject *self) {
     Sampler *S = (Sampler *)self;
-    if (!S->closed && S->active) {
-        stop_thread(S);
-        pthread_mutex_lock(&sampler_lock);
-        if (active_sampler == S) active_sampler = NULL;
-        pthread_mutex_unlock(&sampler_lock);
-        flush_chunk(S);
+    /* Dropped without close(): never finished, or an exception came between finish() and
+     * close().  Both left work inside this object that outlived it (valgrind saw each): mark()
+     * still wrote into `w` of an unfinished in-process sampler, and the writer thread of a
+     * finished one still waited on `w` (its descriptor and the queued chunks never closed or
+     * written).  Stop and close as finish() and close() would. */
+    if (S->writer_open && !S->closed) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        sampler_stop(S);
         ll_writer_close(&S->w);
+        S->closed = 1;
+        PyErr_Restore(et, ev, tb);
     }
     for (int i = 0; i < S->ntargets; i++) close_target(&S->targets[i]);
     free(S->targets);

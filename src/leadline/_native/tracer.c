@@ -85,6 +85,7 @@ struct LLThreadStream {
     uint64_t nevents;  /* events seen on this thread */
     uint64_t counted;  /* events accounted for in the stream (recorded or in a gap) */
     uint64_t nrecorded;
+    uint64_t chunk_first; /* nrecorded when the current chunk began */
     uint64_t logged_rss; /* RSS at the last recorded event (--rss-trigger) */
     int64_t depth;
     /* --previous: the last event that was not recorded */
@@ -124,6 +125,7 @@ typedef struct LLSession {
     int profile_installed;
     int heap_installed;
     int rss_started;
+    int stopped_early; /* the writer stopped (size limit, failed write): the hooks stand down */
 } LLSession;
 
 /* Encoding of the value kept in a code object's co_extra slot: the session generation in the
@@ -144,13 +146,20 @@ static uint64_t session_gen;              /* guarded by ll_global_lock */
 static void hand_over(LLSession *s, LLThreadStream *ts) {
     if (!ts->chunk) return;
     ts->chunk->len = (size_t)(ts->pos - ts->chunk->data);
+    ts->chunk->items = ts->nrecorded - ts->chunk_first;
     ll_writer_submit(&s->w, ts->chunk);
     ts->chunk = NULL;
     ts->pos = ts->end = NULL;
 }
 
+static void stop_early(LLSession *s);
+
 static __attribute__((noinline)) int new_chunk(LLSession *s, LLThreadStream *ts, uint64_t now) {
     hand_over(s, ts);
+    /* Whether the writer still takes chunks is asked here, once a chunk, so that the events
+     * themselves pay nothing for it.  The event at hand still goes into a chunk (counted lost
+     * with the others not written), so that events = recorded + lost + filtered holds. */
+    if (LL_UNLIKELY(ll_writer_stopped(&s->w)) && !s->stopped_early) stop_early(s);
     LLChunk *c = ll_writer_buffer(&s->w, LL_CHUNK_EVENTS, ts->serial, LL_EVENTS_CHUNK_CAP);
     if (!c) return 0;
     uint8_t *p = c->data;
@@ -159,6 +168,7 @@ static __attribute__((noinline)) int new_chunk(LLSession *s, LLThreadStream *ts,
     p = ll_put_varint(p, ts->last_heap);
     p = ll_put_varint(p, ts->counted);
     ts->chunk = c;
+    ts->chunk_first = ts->nrecorded;
     ts->pos = p;
     ts->end = c->data + c->cap;
     ts->deadline = now + s->flush_ticks;
@@ -300,8 +310,20 @@ static uint64_t intern_string(LLSession *s, PyObject *str) {
     PyObject *v = PyLong_FromUnsignedLongLong(id);
     Py_ssize_t n = 0;
     const char *utf8 = PyUnicode_AsUTF8AndSize(key, &n);
+    PyObject *escaped = NULL;
+    if (!utf8 && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+        /* A lone surrogate (an undecodable file name, a name the program built) cannot be
+         * UTF-8: it is written as the text \udXXX, as Python's own error output shows it. */
+        PyErr_Clear();
+        escaped = PyUnicode_AsEncodedString(key, "utf-8", "backslashreplace");
+        if (escaped) {
+            utf8 = PyBytes_AS_STRING(escaped);
+            n = PyBytes_GET_SIZE(escaped);
+        }
+    }
     if (!v || !utf8 || PyDict_SetItem(s->strings, key, v) < 0) {
         Py_XDECREF(v);
+        Py_XDECREF(escaped);
         if (!str) Py_DECREF(key);
         PyErr_Clear();
         return 0;
@@ -315,6 +337,7 @@ static uint64_t intern_string(LLSession *s, PyObject *str) {
         put_def(s, LL_CHUNK_STRINGS, rec, (size_t)(p - rec) + (size_t)n);
         free(rec);
     }
+    Py_XDECREF(escaped);
     if (!str) Py_DECREF(key);
     return id;
 }
@@ -326,19 +349,18 @@ static int starts_with(PyObject *str, PyObject *prefix) {
     return r > 0;
 }
 
-/* Writes a FUNCS record: id, kind, file, name, first line, line table. */
+/* Writes a FUNCS record (ll_encode_func): the line table is where co_lines() changes line. */
 static void define_func(LLSession *s, uint64_t id, int kind, PyObject *file, PyObject *name,
                         long firstline, PyObject *code) {
     uint64_t fs = intern_string(s, file), ns = intern_string(s, name);
-    size_t cap = 64, n_entries = 0;
-    uint8_t *table = malloc(cap);
-    size_t tlen = 0;
-    if (code && table) {
+    size_t cap = 16, n = 0;
+    LLLinePoint *pts = malloc(cap * sizeof *pts);
+    if (code && pts) {
         /* co_lines() gives (start, end, line) in bytes; keep the points where the line changes. */
         PyObject *it = PyObject_CallMethod(code, "co_lines", NULL);
         PyObject *iter = it ? PyObject_GetIter(it) : NULL;
         Py_XDECREF(it);
-        long prev_off = 0, prev_line = firstline;
+        long prev_line = firstline;
         PyObject *item;
         while (iter && (item = PyIter_Next(iter))) {
             long start = -1, line = -1;
@@ -349,36 +371,24 @@ static void define_func(LLSession *s, uint64_t id, int kind, PyObject *file, PyO
             }
             Py_DECREF(item);
             if (start < 0 || line < 0 || line == prev_line) continue;
-            if (tlen + 24 > cap) {
-                uint8_t *nt = realloc(table, cap * 2);
-                if (!nt) break;
-                table = nt;
+            if (n == cap) {
+                LLLinePoint *more = realloc(pts, cap * 2 * sizeof *pts);
+                if (!more) break;
+                pts = more;
                 cap *= 2;
             }
-            uint8_t *p = table + tlen;
-            p = ll_put_varint(p, (uint64_t)(start - prev_off));
-            p = ll_put_varint(p, ll_zigzag(line - prev_line));
-            tlen = (size_t)(p - table);
-            n_entries++;
-            prev_off = start;
+            pts[n++] = (LLLinePoint){start, line};
             prev_line = line;
         }
         Py_XDECREF(iter);
         PyErr_Clear();
     }
-    uint8_t *rec = malloc(tlen + 64);
+    uint8_t *rec = malloc(LL_FUNC_RECORD_MAX(n));
     if (rec) {
-        uint8_t *p = ll_put_varint(rec, id);
-        *p++ = (uint8_t)kind;
-        p = ll_put_varint(p, fs);
-        p = ll_put_varint(p, ns);
-        p = ll_put_varint(p, firstline > 0 ? (uint64_t)firstline : 0);
-        p = ll_put_varint(p, n_entries);
-        if (tlen) memcpy(p, table, tlen);
-        put_def(s, LL_CHUNK_FUNCS, rec, (size_t)(p - rec) + tlen);
+        put_def(s, LL_CHUNK_FUNCS, rec, ll_encode_func(rec, id, kind, fs, ns, firstline, pts, n));
         free(rec);
     }
-    free(table);
+    free(pts);
 }
 
 /* First sight of a code object in this session: decide whether it is traced, give it an id and
@@ -475,6 +485,22 @@ static uint64_t c_func(LLSession *s, PyObject *callable) {
     return id;
 }
 
+/* The writer takes nothing more (the capture reached --max-size, or a write failed): every
+ * hook returns at its first test from now on (and on 3.12+ switches its location off, see
+ * idle_result), the allocator hooks and marks stand down, and the RSS sampler stops by itself
+ * (memory.c), so that the program runs on at full speed.  Called with the GIL held. */
+static __attribute__((noinline, cold)) void stop_early(LLSession *s) {
+    s->stopped_early = 1;
+    s->active = 0; /* after a fork, also what keeps the paused RSS sampler from restarting */
+    ll_marks_detach(&s->w);
+    pthread_mutex_lock(&ll_global_lock);
+    if (s->heap_installed) {
+        ll_heap_hooks_uninstall();
+        s->heap_installed = 0;
+    }
+    pthread_mutex_unlock(&ll_global_lock);
+}
+
 /* ---- the event paths shared by both hook mechanisms ---- */
 
 /* The parent of a fork() restarts its writer and sampler at its first event after it. */
@@ -530,15 +556,15 @@ static inline void on_c(LLSession *s, PyObject *callable, int kind, int64_t off)
 
 /* ---- hooks ---- */
 
+/* The kinds of hook Session.hook(kind) makes, exported to Python as HOOK_KINDS:
+ * ENTER_LOCAL (PY_START, PY_RESUME: may return DISABLE), ENTER (PY_THROW), EXIT_LOCAL
+ * (PY_RETURN, PY_YIELD: may return DISABLE), EXIT (PY_UNWIND), CALL (a builtin being called),
+ * C_RETURN, C_RAISE, and BOOTSTRAP (3.10/3.11: the threading.setprofile() callable that installs
+ * the profile function in each new thread). */
 enum {
-    HK_ENTER_LOCAL = 0, /* PY_START, PY_RESUME: may return DISABLE */
-    HK_ENTER = 1,       /* PY_THROW */
-    HK_EXIT_LOCAL = 2,  /* PY_RETURN, PY_YIELD: may return DISABLE */
-    HK_EXIT = 3,        /* PY_UNWIND */
-    HK_CALL = 4,        /* CALL: a builtin being called */
-    HK_C_RETURN = 5,
-    HK_C_RAISE = 6,
-    HK_BOOTSTRAP = 7, /* 3.10/3.11: threading.setprofile() callable for new threads */
+#define LL_X(name, n) HK_##name = n,
+    LL_HOOK_KIND_LIST(LL_X)
+#undef LL_X
     HK_COUNT
 };
 
@@ -577,10 +603,18 @@ static PyObject *disable_or_none(LLSession *s, int excluded) {
     Py_RETURN_NONE;
 }
 
+/* What a hook for a local event returns when it records nothing: after an early stop,
+ * sys.monitoring.DISABLE, so that each location calls it at most once more and the program
+ * runs at full speed (the next recording's restart_events() switches them back on). */
+static PyObject *idle_result(LLSession *s) {
+    if (s->stopped_early && s->disable) return Py_NewRef(s->disable);
+    Py_RETURN_NONE;
+}
+
 static PyObject *hook_enter_local(PyObject *self, PyObject *const *args, size_t nargsf,
                                   PyObject *kw) {
     LLSession *s = HOOK_SESSION(self);
-    if (LL_UNLIKELY(!session_ready(s) || NARGS(nargsf) < 1)) Py_RETURN_NONE;
+    if (LL_UNLIKELY(!session_ready(s) || NARGS(nargsf) < 1)) return idle_result(s);
     return disable_or_none(s, on_py(s, args[0], LL_EV_CALL, -1));
 }
 
@@ -594,7 +628,7 @@ static PyObject *hook_enter(PyObject *self, PyObject *const *args, size_t nargsf
 static PyObject *hook_exit_local(PyObject *self, PyObject *const *args, size_t nargsf,
                                  PyObject *kw) {
     LLSession *s = HOOK_SESSION(self);
-    if (LL_UNLIKELY(!session_ready(s) || NARGS(nargsf) < 2)) Py_RETURN_NONE;
+    if (LL_UNLIKELY(!session_ready(s) || NARGS(nargsf) < 2)) return idle_result(s);
     return disable_or_none(s, on_py(s, args[0], LL_EV_RETURN, offset_units(args[1])));
 }
 
@@ -607,7 +641,10 @@ static PyObject *hook_exit(PyObject *self, PyObject *const *args, size_t nargsf,
 
 static PyObject *hook_c(PyObject *self, PyObject *const *args, size_t nargsf, int kind) {
     LLSession *s = HOOK_SESSION(self);
-    if (LL_UNLIKELY(!session_ready(s) || NARGS(nargsf) < 3)) Py_RETURN_NONE;
+    if (LL_UNLIKELY(!session_ready(s) || NARGS(nargsf) < 3)) {
+        if (kind == LL_EV_C_CALL) return idle_result(s); /* CALL is a local event; the others not */
+        Py_RETURN_NONE;
+    }
     on_c(s, args[2], kind, offset_units(args[1]));
     Py_RETURN_NONE;
 }
@@ -619,13 +656,18 @@ static PyObject *hook_c_return(PyObject *self, PyObject *const *args, size_t nar
     return hook_c(self, args, nargsf, LL_EV_C_RETURN);
 }
 static PyObject *hook_c_raise(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw) {
-    return hook_c(self, args, nargsf, LL_EV_C_EXCEPTION);
+    return hook_c(self, args, nargsf, LL_EV_C_EXCEPT);
 }
 
 #if !LL_HAVE_MONITORING
 static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
     LLSession *s = (LLSession *)obj;
-    if (LL_UNLIKELY(!session_ready(s))) return 0;
+    if (LL_UNLIKELY(!session_ready(s))) {
+        /* After an early stop each thread takes the hook off itself at its next event, so that
+         * it runs at full speed (uninstall_profile does not count it as replaced). */
+        if (s->stopped_early) PyEval_SetProfile(NULL, NULL);
+        return 0;
+    }
     switch (what) {
     case PyTrace_CALL:
         on_py(s, (PyObject *)ll_frame_code(frame), LL_EV_CALL, -1);
@@ -640,7 +682,7 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
         if (s->c_calls) on_c(s, arg, LL_EV_C_RETURN, ll_frame_lasti(frame));
         break;
     case PyTrace_C_EXCEPTION:
-        if (s->c_calls) on_c(s, arg, LL_EV_C_EXCEPTION, ll_frame_lasti(frame));
+        if (s->c_calls) on_c(s, arg, LL_EV_C_EXCEPT, ll_frame_lasti(frame));
         break;
     }
     return 0;
@@ -774,15 +816,17 @@ static PyObject *session_error(const char *msg) {
 static PyObject *session_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"fd",        "meta",     "hook_only", "c_calls",    "rss_trigger_pages",
                              "previous",  "max_depth", "exact_rss", "heap",      "rss_period_us",
-                             "filter",    "exclude_prefix", "disable", NULL};
+                             "filter",    "exclude_prefix", "disable", "max_bytes", NULL};
     int fd, hook_only = 0, c_calls = 0, previous = 0, exact_rss = 0, heap = 1;
     long long trigger = 0, max_depth = 0;
+    unsigned long long max_bytes = 0;
     unsigned int period = 1000;
     Py_buffer meta;
     PyObject *filter = Py_None, *prefix = Py_None, *disable = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iy*|ppLpLppIOOO", kwlist, &fd, &meta,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iy*|ppLpLppIOOOK", kwlist, &fd, &meta,
                                      &hook_only, &c_calls, &trigger, &previous, &max_depth,
-                                     &exact_rss, &heap, &period, &filter, &prefix, &disable))
+                                     &exact_rss, &heap, &period, &filter, &prefix, &disable,
+                                     &max_bytes))
         return NULL;
     pthread_mutex_lock(&ll_global_lock);
     int busy = active_session != NULL;
@@ -818,6 +862,7 @@ static PyObject *session_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         return PyErr_SetFromErrno(PyExc_OSError);
     }
     s->opened = 1;
+    s->w.max_bytes = max_bytes; /* before the first chunk is queued: no lock needed yet */
     ll_writer_put(&s->w, LL_CHUNK_META, meta.buf, (size_t)meta.len);
     PyBuffer_Release(&meta);
     err = ll_rss_start(&s->rss, &s->w, period);
@@ -880,7 +925,7 @@ static int uninstall_profile(LLSession *s) {
                    (t->c_profileobj && Py_IS_TYPE(t->c_profileobj, &LLHook_Type) &&
                     ((LLHook *)t->c_profileobj)->s == s);
         if (ours && _PyEval_SetProfile(t, NULL, NULL) < 0) PyErr_Clear();
-        if (!ours) replaced++;
+        if (!ours && !(s->stopped_early && !t->c_profilefunc)) replaced++;
     }
     s->profile_installed = 0;
     return replaced;
@@ -918,40 +963,26 @@ static PyObject *session_finish(PyObject *self, PyObject *unused) {
     double tick_ns = s->tick_ns;
     if (t_end > s->t_start && mono_end - s->mono_start > 50000000u)
         tick_ns = (double)(mono_end - s->mono_start) / (double)(t_end - s->t_start);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:i}", "events", events, "recorded",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:i}", "events", events, "encoded",
                          recorded, "t_start", s->t_start, "t_end", t_end, "tick_ns", tick_ns,
                          "threads", s->next_thread, "functions", s->next_func, "hook_replaced",
                          replaced);
 }
 
-/* Writes the END chunk (JSON from Python), drains the writer and closes the file. */
+/* close([end]): drains the writer, writes END (bytes, or a callable that makes them from the
+ * writer's figures: see ll_writer_close_py) and closes the file; returns those figures. */
 static PyObject *session_close(PyObject *self, PyObject *args) {
     LLSession *s = (LLSession *)self;
-    Py_buffer end = {0};
-    if (!PyArg_ParseTuple(args, "|y*", &end)) return NULL;
+    PyObject *end = Py_None;
+    if (!PyArg_ParseTuple(args, "|O", &end)) return NULL;
     if (!s->finished) {
         PyObject *r = session_finish(self, NULL);
-        if (!r) {
-            if (end.buf) PyBuffer_Release(&end);
-            return NULL;
-        }
+        if (!r) return NULL;
         Py_DECREF(r);
     }
-    if (s->closed) {
-        if (end.buf) PyBuffer_Release(&end);
-        return session_error("capture already closed");
-    }
-    if (end.buf) {
-        ll_writer_put(&s->w, LL_CHUNK_END, end.buf, (size_t)end.len);
-        PyBuffer_Release(&end);
-    }
-    Py_BEGIN_ALLOW_THREADS
-    ll_writer_close(&s->w);
-    Py_END_ALLOW_THREADS
+    if (s->closed) return session_error("capture already closed");
     s->closed = 1;
-    const char *err = s->w.error ? strerror(s->w.error) : NULL;
-    return Py_BuildValue("{s:K,s:K,s:z}", "bytes_written", s->w.bytes_written, "dropped_chunks",
-                         s->w.dropped_chunks, "write_error", err);
+    return ll_writer_close_py(&s->w, end);
 }
 
 static void session_dealloc(PyObject *self) {

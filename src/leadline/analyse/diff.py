@@ -35,12 +35,18 @@ import dataclasses
 import math
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..capture.foreign import ForeignProfile, read_collapsed, read_pprof
+from ..capture.foreign import (
+    ForeignProfile,
+    folded_lines,
+    looks_folded,
+    read_collapsed,
+    read_pprof,
+)
 from ..capture.reader import MAGIC, Capture
 from ..errors import LeadlineError
 from ..fleet.pyroscope import FleetQuery, is_fleet_url, parse_fleet_url, select_merge_profile
@@ -261,7 +267,10 @@ def _smallest(stacks: list[tuple[tuple[int, ...], float]]) -> float:
     return min((w for _, w in stacks if w > 0), default=1.0)
 
 
-def _fleet_quantum(query: FleetQuery, side: Side) -> float:
+Fetch = Callable[[FleetQuery], bytes]  # asks Pyroscope (select_merge_profile)
+
+
+def _fleet_quantum(query: FleetQuery, side: Side, fetch: Fetch) -> float:
     """The weight of one sample of a fleet aggregate.  Pyroscope's merged profile says its
     period is one second whatever the rate was, so for CPU time the sample count comes from the
     companion ``samples:count`` profile that leadline's agent pushes alongside."""
@@ -269,28 +278,33 @@ def _fleet_quantum(query: FleetQuery, side: Side) -> float:
         return side.quantum
     counts_type = query.profile_type.replace(":cpu:nanoseconds:", ":samples:count:", 1)
     try:
-        counts = read_pprof(
-            query.shown, select_merge_profile(replace(query, profile_type=counts_type))
-        )
+        counts = read_pprof(query.shown, fetch(replace(query, profile_type=counts_type)))
     except LeadlineError:
         return _smallest(side.stacks)
     n = sum(w for _, w in counts.stacks)
     return side.total / n if n > 0 else _smallest(side.stacks)
 
 
+def fleet_side(
+    query: FleetQuery, fetch: Fetch = select_merge_profile, sample_type: str | None = None
+) -> Side:
+    """A fleet aggregate from Pyroscope: the server's answers to `query` (and to its companion
+    sample-count query), which `fetch` asks for, read as a Side.  Everything a server says is
+    parsed here, so this is what the fuzzer feeds with hostile answers."""
+    prof = read_pprof(query.shown, fetch(query), sample_type)
+    if not prof.stacks:
+        raise LeadlineError(f"{query.shown}: no profiles in that time range")
+    side = _from_foreign(query.shown, prof)
+    side.kind = "pyroscope"
+    side.quantum = _fleet_quantum(query, side, fetch)
+    return side
+
+
 def load_side(path: str, *, idle: bool = False, sample_type: str | None = None) -> Side:
     """Reads a capture, a pprof profile or collapsed stacks, whichever `path` holds, or a fleet
     aggregate from Pyroscope (``pyroscope://HOST:PORT/SERVICE?from=...&until=...&label=v``)."""
     if is_fleet_url(path):
-        query = parse_fleet_url(path)
-        data = select_merge_profile(query)
-        prof = read_pprof(query.shown, data, sample_type)
-        if not prof.stacks:
-            raise LeadlineError(f"{query.shown}: no profiles in that time range")
-        side = _from_foreign(query.shown, prof)
-        side.kind = "pyroscope"
-        side.quantum = _fleet_quantum(query, side)
-        return side
+        return fleet_side(parse_fleet_url(path), sample_type=sample_type)
     data = _read_bytes(path)
     if data[: len(MAGIC)] == MAGIC:
         with Capture(path) as cap:
@@ -309,8 +323,8 @@ def load_side(path: str, *, idle: bool = False, sample_type: str | None = None) 
         raise LeadlineError(
             f"{path}: not a leadline capture, a pprof profile or collapsed stacks"
         ) from None
-    first = next((ln for ln in text.splitlines() if ln.strip() and ln[0] != "#"), "")
-    if not re.match(r".*\S\s+\d+(\.\d+)?\s*$", first):
+    first = next((ln for _, ln in folded_lines(text)), "")
+    if not looks_folded(first):
         if not text.strip():
             raise LeadlineError(f"{path}: an empty file, not a profile")
         raise LeadlineError(f"{path}: not a leadline capture, a pprof profile or collapsed stacks")

@@ -10,7 +10,10 @@ tested on profiles built by hand.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ..capture.reader import Definitions
 
 Metric = Literal["samples", "cpu", "memory"]
 METRICS: tuple[Metric, ...] = ("samples", "cpu", "memory")
@@ -75,6 +78,10 @@ class SampleProfile:
     stacks: list[Stack]
     meta: dict[str, Any] = field(default_factory=dict)  # the capture's META (argv, python...)
     complete: bool = True  # the capture was stopped cleanly
+    samples_lost: int = 0  # samples taken that never reached the file (END's samples_lost)
+    stopped_early: dict[str, Any] | None = None  # capture.stop.for_report
+    # The capture it was read from (its marks are reported with it); None when built otherwise.
+    capture: Definitions | None = field(default=None, repr=False, compare=False)
 
     def thread(self, serial: int) -> Thread:
         for t in self.threads:

@@ -1,7 +1,7 @@
-"""`leadline overhead`: what each leadline mode costs a given program, measured the way seed 002
-measured its tracer: the program alone and under each mode, rounds interleaved, each run a child
-process; the median time, the ratio to the program alone, the events recorded, events per
-second, the cost of one event and the bytes written."""
+"""`leadline overhead`: what each leadline mode costs a given program: the program alone and
+under each mode, rounds interleaved, each run a child process; the median time, the ratio to the
+program alone, the events recorded, events per second, the cost of one event and the bytes
+written."""
 
 from __future__ import annotations
 
@@ -28,11 +28,13 @@ class Mode:
     what: str
 
 
+# The trace modes have no size limit: what recording every event costs, however many.
+_TRACE = ("trace", "--max-size", "none")
 MODES = (
     Mode("baseline", (), "the program alone"),
-    Mode("hook", ("trace", "--hook-only"), "trace's empty native hook: the cost floor"),
-    Mode("trace", ("trace",), "every call and return with time, RSS and heap bytes"),
-    Mode("trace-rss4096", ("trace", "--rss-trigger", "4096"), "only events where RSS moved 4 KiB"),
+    Mode("hook", (*_TRACE, "--hook-only"), "trace's empty native hook: the cost floor"),
+    Mode("trace", _TRACE, "every call and return with time, RSS and heap bytes"),
+    Mode("trace-rss4096", (*_TRACE, "--rss-trigger", "4096"), "only events where RSS moved 4 KiB"),
     Mode("run-100", ("run", "--rate", "100"), "sampling at 100 Hz"),
     Mode("run-1000", ("run", "--rate", "1000"), "sampling at 1 kHz"),
     Mode("probe", ("probe",), "the --count probes"),
@@ -127,6 +129,27 @@ def measure(
         status = results[0].runs[0].result.status
         raise LeadlineError(f"the program failed on its own (exit status {status})")
     return results
+
+
+@dataclass
+class OverheadTable:
+    """What `leadline overhead` found: one row per mode (see `summarise`)."""
+
+    argv: list[str]  # the program's sys.argv
+    program: list[str]  # the program as `python` takes it (script, -m module or -c code)
+    rounds: int
+    rows: list[dict[str, Any]]
+    notes: list[str]
+    python_version: str = field(default_factory=lambda: ".".join(map(str, sys.version_info[:3])))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "python_version": self.python_version,
+            "rounds": self.rounds,
+            "argv": self.argv,
+            "modes": self.rows,
+            "notes": self.notes,
+        }
 
 
 def summarise(results: list[ModeRuns]) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..capture import stop
 from ..capture.reader import SAMPLE_IDLE, Capture, CaptureStream, Progress
 from ..errors import LeadlineError
 from .model import Frame, Metric, SampleProfile, Stack, Thread
@@ -132,6 +133,9 @@ def load_profile(cap: Capture | CaptureStream, progress: Progress | None = None)
         stacks=list(rows.values()),
         meta=dict(cap.meta),
         complete=cap.complete,
+        samples_lost=int(end.get("samples_lost") or 0),
+        stopped_early=stop.for_report(cap),
+        capture=cap,
     )
 
 
@@ -280,6 +284,8 @@ def to_json(p: SampleProfile, idle: bool = False) -> dict[str, Any]:
         "torn": p.torn,
         "memory": p.memory,
         "complete": p.complete,
+        "samples_lost": p.samples_lost,
+        "stopped_early": p.stopped_early,
         "total": total if weighted else 0,
         "threads": [
             {"serial": t.serial, "pid": t.pid, "tid": t.tid, "name": t.name} for t in p.threads

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _native
+from ..capture import stop
 from ..capture.reader import Capture, Function, Progress
 from ..errors import LeadlineError
 
@@ -92,6 +93,8 @@ class TraceProfile:
     start_rss: int
     end_rss: int
     unmatched: int
+    lost: int = 0  # recorded events that never reached the file (END's lost)
+    stopped_early: dict[str, Any] | None = None  # capture.stop.for_report
 
     def sorted_functions(self, key: str = "incl") -> list[FunctionStats]:
         attr = SORT_KEYS.get(key)
@@ -143,9 +146,11 @@ def analyse(cap: Capture, progress: Progress | None = None) -> TraceProfile:
     rss_values = [v * page for v in cap.timeline_rss]
     events = sum(t[3] for t in raw_threads)
     recorded = events
+    lost = 0
     if cap.end:
         events = int(cap.end.get("events", events))
         recorded = int(cap.end.get("recorded", recorded))
+        lost = int(cap.end.get("lost") or 0)
     peak_candidates = rss_values + [n.peak_rss for n in nodes]
     return TraceProfile(
         capture=cap,
@@ -164,6 +169,8 @@ def analyse(cap: Capture, progress: Progress | None = None) -> TraceProfile:
         start_rss=rss_values[0] if rss_values else 0,
         end_rss=rss_values[-1] if rss_values else 0,
         unmatched=sum(t[4] for t in raw_threads),
+        lost=lost,
+        stopped_early=stop.for_report(cap),
     )
 
 
@@ -234,6 +241,8 @@ def to_json(p: TraceProfile, limit: int | None = None, sort: str = "incl") -> di
             "duration_ns": p.duration_ns,
             "events": p.events,
             "recorded": p.recorded,
+            "lost": p.lost,
+            "stopped_early": p.stopped_early,
             "threads": len(p.threads),
             "complete": cap.complete,
             "damage": cap.damage,

@@ -105,130 +105,192 @@ _P_SAMPLE_TYPE, _P_SAMPLE, _P_LOCATION, _P_FUNCTION, _P_STRINGS = 1, 2, 4, 5, 6
 _P_DURATION, _P_PERIOD_TYPE, _P_PERIOD, _P_COMMENT, _P_DEFAULT_TYPE = 10, 11, 12, 13, 14
 
 
-def _decode_pprof(raw: bytes, sample_type: str | None) -> ForeignProfile:
-    strings: list[str] = []
-    types: list[tuple[int, int]] = []
-    samples: list[tuple[list[int], list[int]]] = []
-    locations: dict[int, list[tuple[int, int]]] = {}
-    functions: dict[int, tuple[int, int, int]] = {}
-    period = duration = default_type = 0
-    period_type = (0, 0)
-    comments: list[int] = []
+MAX_STACK_DEPTH = 8192
+# Frames of all samples together, per byte of the (uncompressed) profile: a real profile spends
+# at least a byte on each frame of each sample (a location id) and rarely inlines more than a
+# few functions in one location; more is an input made to expand.
+FRAMES_PER_BYTE = 64
 
-    def value_type(buf: bytes) -> tuple[int, int]:
-        t = u = 0
-        for k, v in _fields(buf):
-            if k == 1 and isinstance(v, int):
-                t = v
-            elif k == 2 and isinstance(v, int):
-                u = v
-        return t, u
 
+@dataclass
+class _Pprof:
+    """The tables of a pprof Profile message, as read (ids and string indexes, unresolved)."""
+
+    strings: list[str] = field(default_factory=list)
+    types: list[tuple[int, int]] = field(default_factory=list)  # (type, unit) string indexes
+    samples: list[tuple[list[int], list[int]]] = field(default_factory=list)  # locations, values
+    locations: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # id -> (fid, line)
+    functions: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # name, file, start
+    period: int = 0
+    period_type: tuple[int, int] = (0, 0)
+    duration: int = 0
+    default_type: int = 0
+    comments: list[int] = field(default_factory=list)
+
+    def s(self, i: int) -> str:
+        return self.strings[i] if 0 <= i < len(self.strings) else ""
+
+
+def _value_type(buf: bytes) -> tuple[int, int]:
+    t = u = 0
+    for k, v in _fields(buf):
+        if k == 1 and isinstance(v, int):
+            t = v
+        elif k == 2 and isinstance(v, int):
+            u = v
+    return t, u
+
+
+def _sample(buf: bytes) -> tuple[list[int], list[int]]:
+    locs: list[int] = []
+    values: list[int] = []
+    for k, v in _fields(buf):
+        if k == 1:
+            locs += _ints(v)
+        elif k == 2:
+            values += [_signed(x) for x in _ints(v)]
+    return locs, values
+
+
+def _location(buf: bytes) -> tuple[int, list[tuple[int, int]]]:
+    loc_id = 0
+    lines: list[tuple[int, int]] = []
+    for k, v in _fields(buf):
+        if k == 1 and isinstance(v, int):
+            loc_id = v
+        elif k == 4:
+            fid = line = 0
+            for k2, v2 in _fields(_message(v)):
+                if k2 == 1 and isinstance(v2, int):
+                    fid = v2
+                elif k2 == 2 and isinstance(v2, int):
+                    line = _signed(v2)
+            lines.append((fid, line))
+    return loc_id, lines
+
+
+def _function(buf: bytes) -> tuple[int, tuple[int, int, int]]:
+    fid = name = filename = start = 0
+    for k, v in _fields(buf):
+        if not isinstance(v, int):
+            continue
+        if k == 1:
+            fid = v
+        elif k == 2:
+            name = v
+        elif k == 4:
+            filename = v
+        elif k == 5:
+            start = _signed(v)
+    return fid, (name, filename, start)
+
+
+def _parse_pprof(raw: bytes) -> _Pprof:
+    p = _Pprof()
     for number, value in _fields(raw):
         if number == _P_SAMPLE_TYPE:
-            types.append(value_type(_message(value)))
+            p.types.append(_value_type(_message(value)))
         elif number == _P_SAMPLE:
-            locs: list[int] = []
-            values: list[int] = []
-            for k, v in _fields(_message(value)):
-                if k == 1:
-                    locs += _ints(v)
-                elif k == 2:
-                    values += [_signed(x) for x in _ints(v)]
-            samples.append((locs, values))
+            p.samples.append(_sample(_message(value)))
         elif number == _P_LOCATION:
-            loc_id = 0
-            lines: list[tuple[int, int]] = []
-            for k, v in _fields(_message(value)):
-                if k == 1 and isinstance(v, int):
-                    loc_id = v
-                elif k == 4:
-                    fid = line = 0
-                    for k2, v2 in _fields(_message(v)):
-                        if k2 == 1 and isinstance(v2, int):
-                            fid = v2
-                        elif k2 == 2 and isinstance(v2, int):
-                            line = _signed(v2)
-                    lines.append((fid, line))
-            locations[loc_id] = lines
+            loc_id, lines = _location(_message(value))
+            p.locations[loc_id] = lines
         elif number == _P_FUNCTION:
-            fid = name = filename = start = 0
-            for k, v in _fields(_message(value)):
-                if not isinstance(v, int):
-                    continue
-                if k == 1:
-                    fid = v
-                elif k == 2:
-                    name = v
-                elif k == 4:
-                    filename = v
-                elif k == 5:
-                    start = _signed(v)
-            functions[fid] = (name, filename, start)
+            fid, function = _function(_message(value))
+            p.functions[fid] = function
         elif number == _P_STRINGS:
-            strings.append(_message(value).decode("utf-8", "replace"))
+            p.strings.append(_message(value).decode("utf-8", "replace"))
         elif number == _P_DURATION and isinstance(value, int):
-            duration = value
+            p.duration = value
         elif number == _P_PERIOD_TYPE:
-            period_type = value_type(_message(value))
+            p.period_type = _value_type(_message(value))
         elif number == _P_PERIOD and isinstance(value, int):
-            period = _signed(value)
+            p.period = _signed(value)
         elif number == _P_COMMENT:
-            comments += _ints(value)
+            p.comments += _ints(value)
         elif number == _P_DEFAULT_TYPE and isinstance(value, int):
-            default_type = value
+            p.default_type = value
+    return p
 
-    def s(i: int) -> str:
-        return strings[i] if 0 <= i < len(strings) else ""
 
-    if not types:
+def _type_index(p: _Pprof, path: str, sample_type: str | None) -> int:
+    """The sample type read: the one asked for, else samples (counts: their noise is known
+    exactly), else the profile's default type, else pprof's own default, the last."""
+    if not p.types:
         raise _Corrupt("it has no sample types")
-    names = [s(t) for t, _ in types]
+    names = [p.s(t) for t, _ in p.types]
     if sample_type is not None:
         if sample_type not in names:
             raise LeadlineError(
-                f"no sample type {sample_type!r} in this pprof profile (it has: {', '.join(names)})"
+                f"{path}: no sample type {sample_type!r} in this pprof profile "
+                f"(it has: {', '.join(names)})"
             )
-        index = names.index(sample_type)
-    elif "samples" in names:
-        index = names.index("samples")  # counts: their noise is known exactly
-    elif default_type and s(default_type) in names:
-        index = names.index(s(default_type))
-    else:
-        index = len(names) - 1  # pprof's own default: the last sample type
+        return names.index(sample_type)
+    if "samples" in names:
+        return names.index("samples")
+    if p.default_type and p.s(p.default_type) in names:
+        return names.index(p.s(p.default_type))
+    return len(names) - 1
 
+
+def _stacks(p: _Pprof, index: int, path: str, size: int) -> list[tuple[tuple[Frame, ...], float]]:
+    """The samples' stacks (outermost first) with their weights of sample type `index`, the
+    same stack merged; a file of `size` bytes may expand to a bounded number of frames."""
     frame_cache: dict[tuple[int, int], Frame] = {}
 
     def frame(fid: int, line: int) -> Frame:
         fr = frame_cache.get((fid, line))
         if fr is None:
-            name, filename, start = functions.get(fid, (0, 0, 0))
+            name, filename, start = p.functions.get(fid, (0, 0, 0))
             fr = frame_cache[(fid, line)] = Frame(
-                s(name) or f"<function {fid}>", s(filename), line, start
+                p.s(name) or f"<function {fid}>", p.s(filename), line, start
             )
         return fr
 
-    out = ForeignProfile(
-        kind="pprof",
-        sample_type=names[index],
-        unit=s(types[index][1]),
-        period=max(period, 0),
-        period_type=s(period_type[0]),
-        comments=[s(c) for c in comments],
-        duration_ns=duration,
-    )
     merged: dict[tuple[Frame, ...], float] = {}
-    for locs, values in samples:
+    budget = FRAMES_PER_BYTE * size + MAX_STACK_DEPTH
+    for locs, values in p.samples:
         if index >= len(values) or values[index] == 0:
             continue
+        if values[index] < 0:
+            # What `pprof -diff_base` writes: a difference of two profiles, not a profile.
+            raise LeadlineError(
+                f"{path}: sample type {p.s(p.types[index][0])!r} has negative values (a "
+                "difference of two profiles?), which cannot be compared"
+            )
         frames: list[Frame] = []
         # Locations are leaf first; within one, inlined functions come before their caller.
         for loc in reversed(locs):
-            for fid, line in reversed(locations.get(loc, [])):
+            for fid, line in reversed(p.locations.get(loc, [])):
                 frames.append(frame(fid, line))
+        # A sample names each location in a byte or two, and a location may hold many lines:
+        # a small file can describe stacks far deeper, and far more frames, than it is long.
+        if len(frames) > MAX_STACK_DEPTH:
+            raise LeadlineError(
+                f"{path}: a sample's stack is {len(frames):,} frames deep (more than "
+                f"{MAX_STACK_DEPTH:,}, the deepest leadline's own sampler keeps by default)"
+            )
+        budget -= len(frames)
+        if budget < 0:
+            raise LeadlineError(f"{path}: its samples expand to more frames than its size allows")
         key = tuple(frames)
         merged[key] = merged.get(key, 0.0) + values[index]
-    out.stacks = list(merged.items())
+    return list(merged.items())
+
+
+def _decode_pprof(path: str, raw: bytes, sample_type: str | None) -> ForeignProfile:
+    p = _parse_pprof(raw)
+    index = _type_index(p, path, sample_type)
+    out = ForeignProfile(
+        kind="pprof",
+        sample_type=p.s(p.types[index][0]),
+        unit=p.s(p.types[index][1]),
+        period=max(p.period, 0),
+        period_type=p.s(p.period_type[0]),
+        comments=[p.s(c) for c in p.comments],
+        duration_ns=p.duration,
+    )
+    out.stacks = _stacks(p, index, path, len(raw))
     return out
 
 
@@ -237,14 +299,35 @@ def read_pprof(path: str, data: bytes, sample_type: str | None = None) -> Foreig
     samples when there is such a type, else the profile's default type)."""
     try:
         raw = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
-        return _decode_pprof(raw, sample_type)
+        return _decode_pprof(path, raw, sample_type)
     except (_Corrupt, OSError, EOFError, zlib.error) as e:
         raise LeadlineError(f"{path}: not a readable pprof profile ({e})") from None
 
 
 # -- collapsed stacks -----------------------------------------------------------------------
-_FOLDED_LINE = re.compile(r"^(.*\S)\s+(\d+(?:\.\d+)?)$")
-_FRAME_LABEL = re.compile(r"^(.*) \(([^()]*?)(?::(\d+))?\)$")
+# One stack per line, and a line ends at "\n" only: names may hold any other character,
+# including those str.splitlines() would break at (U+2028, U+0085, form feeds...), and only
+# ASCII blanks separate the stack from its count.
+_FOLDED_LINE = re.compile(r"^(.*[^ \t])[ \t]+(\d+(?:\.\d+)?)$", re.DOTALL)
+MAX_WEIGHT = float(1 << 63)  # pprof's int64: larger counts are not counts of anything
+
+
+def folded_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) of each line of folded stacks that is neither blank nor a comment."""
+    for lineno, line in enumerate(text.split("\n"), 1):
+        line = line.rstrip("\r").strip(" \t")
+        if line and not line.startswith("#"):
+            yield lineno, line
+
+
+def looks_folded(line: str) -> bool:
+    """Whether a line (from folded_lines) has the shape of a folded stack."""
+    return _FOLDED_LINE.match(line) is not None
+
+
+# A line number of at most 18 digits (int() refuses more than 4,300, with ValueError); a longer
+# run of digits is part of the file's name.
+_FRAME_LABEL = re.compile(r"^(.*) \(([^()]*?)(?::(\d{1,18}))?\)$")
 
 
 def parse_frame_label(label: str) -> Frame:
@@ -261,15 +344,15 @@ def read_collapsed(path: str, text: str) -> ForeignProfile:
     skipped.  Any other line is an error that names it."""
     merged: dict[tuple[Frame, ...], float] = {}
     labels: dict[str, Frame] = {}
-    for lineno, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
+    for lineno, line in folded_lines(text):
         m = _FOLDED_LINE.match(line)
         if m is None:
             raise LeadlineError(
                 f"{path}: line {lineno} is not a folded stack ('frame;frame;... COUNT')"
             )
+        weight = float(m.group(2))
+        if weight > MAX_WEIGHT:
+            raise LeadlineError(f"{path}: line {lineno}: the count is too large ({weight:g})")
         frames = []
         for label in m.group(1).split(";"):
             fr = labels.get(label)
@@ -277,7 +360,7 @@ def read_collapsed(path: str, text: str) -> ForeignProfile:
                 fr = labels[label] = parse_frame_label(label)
             frames.append(fr)
         key = tuple(frames)
-        merged[key] = merged.get(key, 0.0) + float(m.group(2))
+        merged[key] = merged.get(key, 0.0) + weight
     if not merged:
         raise LeadlineError(f"{path}: no folded stacks in it")
     return ForeignProfile(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import json
 import struct
 import zlib
 from array import array
@@ -20,16 +19,27 @@ from typing import Any, BinaryIO
 
 from .. import _native
 from ..errors import LeadlineError
+from .schema import END_FIELDS, META_FIELDS, Malformed, load_json, load_object
 
 MAGIC = b"LEADLINE"
 CHUNK_MAGIC = b"LLCK"
 HEADER = struct.Struct("<8sHHI")
 CHUNK = struct.Struct("<4sBBHIIQ")
 
-META, STRINGS, FUNCS, THREADS, EVENTS, RSS, END, SAMPLES, STACKS, TASKS, MARKS = range(1, 12)
-MARK_KINDS = {0: "MARK", 1: "BEGIN", 2: "END"}
-KIND_NAMES = {0: "CALL", 1: "RETURN", 2: "C_CALL", 3: "C_RETURN", 4: "C_EXCEPT"}
-CALL_KINDS = (0, 2)
+# The chunk, event and mark kinds are the native core's (leadline.h), exported by name.
+_CHUNK = _native.CHUNK_KINDS
+META, STRINGS, FUNCS, THREADS, EVENTS, RSS, END, SAMPLES, STACKS, TASKS, MARKS = (
+    _CHUNK[name]
+    for name in (
+        "META", "STRINGS", "FUNCS", "THREADS", "EVENTS", "RSS", "END", "SAMPLES", "STACKS",
+        "TASKS", "MARKS",
+    )
+)  # fmt: skip
+EVENT = _native.EVENT_KINDS  # name -> number: EVENT["CALL"] ...
+MARK = _native.MARK_KINDS
+MARK_KINDS = {number: name for name, number in MARK.items()}
+KIND_NAMES = {number: name for name, number in EVENT.items()}
+CHUNK_NAMES = {number: name for name, number in _CHUNK.items()}
 
 Progress = Callable[[int, int], None]
 Event = tuple[int, int, int, int, int, int, int]  # number, kind, func, t, rss_pages, heap, offset
@@ -75,35 +85,55 @@ def _marks(payload: bytes) -> Iterator[Mark]:
     while pos < len(payload):
         t, pos = _varint(payload, pos)
         tid, pos = _varint(payload, pos)
-        kind = payload[pos]
-        line, pos = _varint(payload, pos + 1)
-        texts = []
-        for _ in range(3):
-            n, pos = _varint(payload, pos)
-            if pos + n > len(payload):
-                raise ValueError("truncated mark")
-            texts.append(payload[pos : pos + n].decode("utf-8", "replace"))
-            pos += n
+        kind, pos = _byte(payload, pos)
+        line, pos = _varint(payload, pos)
+        name, pos = _text(payload, pos)
+        file, pos = _text(payload, pos)
+        raw, pos = _bytes(payload, pos)
+        # Fields the writer could not keep are `{}`; so are fields no reader could use.
         try:
-            fields = json.loads(texts[2])
-        except json.JSONDecodeError:
+            fields = load_json(raw, "a mark's fields")
+        except Malformed:
             fields = {}
-        yield Mark(
-            t, tid, kind, texts[0], texts[1], line, fields if isinstance(fields, dict) else {}
-        )
+        yield Mark(t, tid, kind, name, file, line, fields if isinstance(fields, dict) else {})
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint of at most 64 bits (ten bytes), as the writer makes them."""
     value = shift = 0
     while True:
         if pos >= len(buf):
-            raise ValueError("truncated varint")
+            raise Malformed("cut short")
         b = buf[pos]
         pos += 1
         value |= (b & 0x7F) << shift
         if not b & 0x80:
+            if value >= 1 << 64:
+                raise Malformed("a number is longer than 64 bits")
             return value, pos
         shift += 7
+        if shift > 63:
+            raise Malformed("a number is longer than 64 bits")
+
+
+def _byte(buf: bytes, pos: int) -> tuple[int, int]:
+    if pos >= len(buf):
+        raise Malformed("cut short")
+    return buf[pos], pos + 1
+
+
+def _bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
+    """``varint n, n bytes``."""
+    n, pos = _varint(buf, pos)
+    if n > len(buf) - pos:
+        raise Malformed("cut short")
+    return buf[pos : pos + n], pos + n
+
+
+def _text(buf: bytes, pos: int) -> tuple[str, int]:
+    """``varint n, n bytes`` of UTF-8 (undecodable bytes replaced)."""
+    raw, pos = _bytes(buf, pos)
+    return raw.decode("utf-8", "replace"), pos
 
 
 def _records(payload: bytes, fields: int) -> Iterator[list[int]]:
@@ -122,14 +152,13 @@ def _unzigzag(v: int) -> int:
 
 
 def decode_samples(payload: bytes) -> Iterator[Sample]:
-    """The samples of one SAMPLES chunk; IndexError or ValueError if it is corrupt."""
+    """The samples of one SAMPLES chunk; Malformed (a ValueError) if it is corrupt."""
     t, pos = _varint(payload, 0)
     end = len(payload)
     while pos < end:
         dt, pos = _varint(payload, pos)
         serial, pos = _varint(payload, pos)
-        flags = payload[pos]
-        pos += 1
+        flags, pos = _byte(payload, pos)
         stack, pos = _varint(payload, pos)
         cpu, pos = _varint(payload, pos)
         drss = 0
@@ -176,6 +205,12 @@ class EventChunk:
     crc: int
 
 
+def _undecodable(kind: int, e: ValueError) -> str:
+    """The damage of a definition chunk that passed its checksum but cannot be decoded."""
+    name = CHUNK_NAMES.get(kind, f"kind {kind}")
+    return f"a chunk ({name}) cannot be decoded: {e}"
+
+
 class Definitions:
     """The small parts of a capture, loaded from its definition chunks: metadata, strings,
     functions, threads, stacks, marks, the RSS timeline.  A file (:class:`Capture`) and a live
@@ -195,23 +230,23 @@ class Definitions:
         self.damage: str | None = None  # why reading stopped early, if it did
 
     def _load(self, kind: int, payload: bytes) -> None:
+        """Loads one definition chunk; Malformed (a ValueError) if its content is not what
+        docs/format.md says: a META or END is then not used at all, the records of other
+        chunks before the bad one are kept."""
         if kind == META:
-            self.meta = json.loads(payload)
+            self.meta = load_object(payload, "META", META_FIELDS)
         elif kind == END:
-            self.end = json.loads(payload)
+            self.end = load_object(payload, "END", END_FIELDS)
         elif kind == STRINGS:
             pos = 0
             while pos < len(payload):
                 sid, pos = _varint(payload, pos)
-                n, pos = _varint(payload, pos)
-                self.strings[sid] = payload[pos : pos + n].decode("utf-8", "replace")
-                pos += n
+                self.strings[sid], pos = _text(payload, pos)
         elif kind == FUNCS:
             pos = 0
             while pos < len(payload):
                 fid, pos = _varint(payload, pos)
-                fkind = payload[pos]
-                pos += 1
+                fkind, pos = _byte(payload, pos)
                 file_id, pos = _varint(payload, pos)
                 name_id, pos = _varint(payload, pos)
                 first, pos = _varint(payload, pos)
@@ -239,6 +274,9 @@ class Definitions:
                 self.threads[serial] = (tid, ident)
         elif kind == STACKS:
             for sid, parent, func, off in _records(payload, 4):
+                # A stack is written after its parent, with a larger id: so chains end.
+                if parent >= sid:
+                    raise Malformed(f"stack {sid} has parent {parent}, not an earlier stack")
                 self.stacks[sid] = (parent, func, off)
         elif kind == TASKS:
             for serial, pid, tid, ident, name_id in _records(payload, 5):
@@ -361,8 +399,11 @@ class Capture(Definitions):
                     break
                 try:
                     self._load(kind, payload)
-                except (ValueError, UnicodeDecodeError, json.JSONDecodeError):
-                    self._damaged(pos, "a definition chunk cannot be decoded")
+                except ValueError as e:  # Malformed, or the native RSS decoder's
+                    if kind == META:
+                        # Nothing before it, and nothing after it means anything without it.
+                        raise LeadlineError(f"{self.path}: not a readable capture ({e})") from None
+                    self._damaged(pos, _undecodable(kind, e))
                     break
             pos = start + length
             if progress and pos - last_report > (1 << 24):
@@ -408,8 +449,8 @@ class Capture(Definitions):
         for _, payload in self._payloads(self.sample_chunks, progress):
             try:
                 yield from decode_samples(payload)
-            except (IndexError, ValueError):
-                self.damage = "a sample chunk cannot be decoded"
+            except ValueError as e:
+                self.damage = f"a chunk (SAMPLES) cannot be decoded: {e}"
                 return
 
     def _decoded(self, payloads: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, Event]]:
@@ -497,8 +538,8 @@ class CaptureStream(Definitions):
                     self._pending.extend(decode_samples(payload))
                 elif kind != EVENTS:
                     self._load(kind, payload)
-            except (IndexError, ValueError, UnicodeDecodeError):
-                self.damage = "a chunk cannot be decoded"
+            except ValueError as e:
+                self.damage = _undecodable(kind, e)
                 return
             pos = start + length
         del buf[:pos]

@@ -19,8 +19,7 @@ from ..capture.reader import Progress as Progress_
 from ..errors import LeadlineError
 from ..record import runner
 from ..record.recorder import Recorder
-from ..render import RenderOptions
-from ..render.base import Renderer
+from ..render.base import Renderer, RenderOptions, capture_kind, get_renderer
 
 BIG_CAPTURE = 32 << 20
 
@@ -49,9 +48,15 @@ def open_output(path: str | None, binary: bool = False) -> Iterator[IO[Any]]:
     (or one that does not exist yet) is written to a temporary file beside it, in the directory
     of the file a symbolic link points to, and renamed over it at the end; an error removes only
     that temporary file.  Anything else (a device such as /dev/null, a FIFO) is written in place
-    and never removed."""
+    and never removed.
+
+    Text is UTF-8 with lone surrogates written as \\udXXX (render/untrusted.py): whatever a
+    writer lets through from the profiled program, the output is never refused for it."""
     if path in (None, "-"):
         if not binary:
+            reconfigure = getattr(sys.stdout, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(errors="backslashreplace")
             yield sys.stdout
             return
         if sys.stdout.isatty():
@@ -70,16 +75,17 @@ def open_output(path: str | None, binary: bool = False) -> Iterator[IO[Any]]:
         raise LeadlineError(f"cannot write {path}: {e.strerror}") from None
     mode = "wb" if binary else "w"
     encoding = None if binary else "utf-8"
+    errors = None if binary else "backslashreplace"
     try:
         if st is not None and not stat.S_ISREG(st.st_mode):
-            with open(real, mode, encoding=encoding) as f:
+            with open(real, mode, encoding=encoding, errors=errors) as f:
                 yield f
             return
         fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
     except OSError as e:
         raise LeadlineError(f"cannot write {path}: {e.strerror}") from None
     try:
-        with os.fdopen(fd, mode, encoding=encoding) as f:
+        with os.fdopen(fd, mode, encoding=encoding, errors=errors) as f:
             yield f
         # The new file keeps the old one's permissions, or gets what open() would have given.
         if st is not None:
@@ -97,22 +103,54 @@ def open_output(path: str | None, binary: bool = False) -> Iterator[IO[Any]]:
         raise
 
 
-def render_capture(
-    capture_path: str,
-    renderer: Renderer,
+@contextlib.contextmanager
+def run_progress(label: str, total: int) -> Iterator[Progress_ | None]:
+    """A bar counting runs on stderr, when it is a terminal (sweep, overhead)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with Progress(
+        TextColumn(label), BarColumn(), TextColumn("{task.completed}/{task.total}"), transient=True
+    ) as bar:
+        task = bar.add_task(label, total=total)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done)
+
+        yield update
+
+
+def write_rendered(
+    renderer: Renderer[Any],
+    subject: Any,
     output: str | None,
     options: RenderOptions,
     stream: IO[str] | None = None,
+) -> None:
+    """Render `subject` to `output` (a path; None or "-": standard output, or `stream`)."""
+    if stream is not None and output in (None, "-"):
+        renderer.render(subject, stream, options)
+        return
+    with open_output(output, renderer.binary) as out:
+        renderer.render(subject, out, options)
+
+
+def render_capture(
+    capture_path: str,
+    fmt: str,
+    output: str | None,
+    options: RenderOptions,
+    stream: IO[str] | None = None,
+    command: str = "report",
 ) -> int:
-    """Render a capture to `output` (a path; None or "-": standard output, or `stream`)."""
+    """Render a capture in format `fmt` to `output` (a path; None or "-": standard output, or
+    `stream`).  The capture is read before the output is opened."""
     with Capture(capture_path) as cap:
+        renderer = get_renderer(fmt, capture_kind(cap), capture_path, command)
         with progress_bar(cap.size, f"reading {Path(capture_path).name}") as update:
             opts = dataclasses.replace(options, progress=update)
-            if stream is not None and output in (None, "-"):
-                renderer.render(cap, stream, opts)
-            else:
-                with open_output(output, renderer.binary) as out:
-                    renderer.render(cap, out, opts)
+            subject = renderer.load(cap, opts)
+            write_rendered(renderer, subject, output, opts, stream)
         if cap.damage:
             print(
                 f"leadline: warning: {capture_path}: {cap.damage}; "
@@ -124,11 +162,12 @@ def render_capture(
 
 def run_recorded(target: runner.Target, recorder: Recorder) -> tuple[int, Any]:
     """Run the program as `python` would, recording it; (its exit status, the recording's
-    result).  The recording stops however the program ends."""
-    code, namespace = runner.prepare(target)
+    result).  The recording stops however the program ends.  A negative status -N means that
+    python would have ended by signal N (runner.exit_by_signal does that, last)."""
+    program = runner.prepare(target)
     recorder.start()
     try:
-        status = runner.execute(code, namespace)
+        status = runner.execute(program)
     finally:
         try:
             sys.stdout.flush()

@@ -20,8 +20,8 @@ from ..analyse.diff import (
 )
 from ..errors import LeadlineError
 from ..render import RenderOptions
+from ..render.console import make_console
 from ..render.diff_text import render_diff_text
-from ..render.text import make_console
 from ._common import open_output
 
 

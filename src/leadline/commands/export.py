@@ -6,18 +6,17 @@ import argparse
 from typing import Any
 
 from ..analyse.model import METRICS
-from ..render import RenderOptions, get_renderer
-from ..render.base import all_renderers
+from ..render.base import CAPTURE_KINDS, RenderOptions, formats, renderers
 from ._common import render_capture
 
 
 def register(sub: Any) -> None:
-    names = sorted(all_renderers())
+    described = formats(CAPTURE_KINDS)
+    names = sorted(described)
     p = sub.add_parser(
         "export",
         help=f"convert a capture ({', '.join(names)})",
-        description="Formats: "
-        + ", ".join(f"{n} ({cls.description})" for n, cls in sorted(all_renderers().items())),
+        description="Formats: " + ", ".join(f"{n} ({d})" for n, d in sorted(described.items())),
     )
     p.add_argument("capture", help="a .lead capture file")
     p.add_argument("--format", required=True, choices=names)
@@ -35,11 +34,13 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    renderer = get_renderer(args.format)
+    extension = next(c.extension for (f, _), c in renderers().items() if f == args.format)
     output = args.output or (
-        str(args.capture).removesuffix(".lead") + f".{args.format}.{renderer.extension}"
+        str(args.capture).removesuffix(".lead") + f".{args.format}.{extension}"
     )
-    status = render_capture(args.capture, renderer, output, RenderOptions(metric=args.metric))
+    status = render_capture(
+        args.capture, args.format, output, RenderOptions(metric=args.metric), command="export"
+    )
     if output != "-":  # standard output holds the export itself
         print(f"leadline: wrote {output}")
     return status

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..render import RenderOptions
-from ..render.log import EventLog
+from ..render.base import RenderOptions
 from ._common import render_capture
 
 
@@ -23,4 +22,5 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return render_capture(args.capture, EventLog(as_json=args.json), args.output, RenderOptions())
+    options = RenderOptions(json_lines=args.json)
+    return render_capture(args.capture, "log", args.output, options, command="log")

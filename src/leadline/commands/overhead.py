@@ -1,21 +1,16 @@
 """`leadline overhead [--rounds N] [--modes ...] (script.py | -m module | -c code) [args]`: the
-program alone and under each leadline mode, interleaved, as seed 002's summary table."""
+program alone and under each leadline mode, interleaved: the cost of each mode, as a table."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
-from rich.progress import BarColumn, Progress, TextColumn
-from rich.table import Table
-
-from ..analyse.overhead import MODES, measure, summarise, target_argv
+from ..analyse.overhead import MODES, OverheadTable, measure, summarise, target_argv
 from ..errors import LeadlineError
 from ..record import runner
-from ..render import RenderOptions
-from ..render.text import make_console
+from ..render.base import RenderOptions, get_renderer
+from ._common import run_progress, write_rendered
 from ._target import add_target_arguments
 from .probe import add_probe_arguments
 
@@ -41,10 +36,6 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _cell(v: float | None, spec: str) -> str:
-    return "-" if v is None else format(v, spec)
-
-
 def run(args: argparse.Namespace) -> int:
     if args.rounds < 1:
         raise LeadlineError("--rounds must be at least 1")
@@ -59,73 +50,14 @@ def run(args: argparse.Namespace) -> int:
         wanted.remove("probe")
         notes.append("probe: no --count given")
     modes = [MODES[0], *(m for m in MODES[1:] if m.name in wanted)]
-    total = args.rounds * len(modes)
-    if sys.stderr.isatty():
-        with Progress(
-            TextColumn("overhead"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            transient=True,
-        ) as bar:
-            task = bar.add_task("overhead", total=total)
-            results = measure(
-                target,
-                modes,
-                args.rounds,
-                args.count,
-                args.timeout,
-                lambda d, t: bar.update(task, completed=d),
-            )
-    else:
-        results = measure(target, modes, args.rounds, args.count, args.timeout)
+    with run_progress("overhead", args.rounds * len(modes)) as progress:
+        results = measure(target, modes, args.rounds, args.count, args.timeout, progress)
     rows = summarise(results)
-    if args.json:
-        doc = {
-            "python_version": ".".join(map(str, sys.version_info[:3])),
-            "rounds": args.rounds,
-            "argv": target.argv,
-            "modes": rows,
-            "notes": notes,
-        }
-        print(json.dumps(doc, indent=1))
-        return 0
-    console = make_console(sys.stdout, RenderOptions())
-    console.print(
-        f"leadline overhead of: {' '.join(target_argv(target))}  "
-        f"({args.rounds} rounds, interleaved; "
-        f"Python {'.'.join(map(str, sys.version_info[:3]))})",
-        markup=False,
-    )
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in (
-        "Mode",
-        "Median time",
-        "CPU",
-        "Ratio",
-        "Ratio range",
-        "Events",
-        "Events/s",
-        "µs/event",
-        "Bytes written",
-    ):
-        table.add_column(col, justify="left" if col == "Mode" else "right", no_wrap=True)
-    for r in rows:
-        rng = f"{r['ratio_min']:.2f}-{r['ratio_max']:.2f}" if r["ratio_min"] is not None else "-"
-        table.add_row(
-            r["mode"],
-            _cell(r["median_wall"], ".3f") + " s",
-            _cell(r["median_cpu"], ".3f") + " s",
-            "x" + _cell(r["ratio"], ".2f"),
-            rng,
-            f"{r['events']:,}",
-            _cell(r["events_per_s"], ",.0f"),
-            _cell(r["us_per_event"], ".3f"),
-            f"{r['bytes']:,}",
-        )
-    console.print(table)
     for r in rows:
         if r["failed_runs"]:
             notes.append(f"{r['mode']}: {r['failed_runs']} run(s) failed")
-    for n in notes:
-        console.print(f"note: {n}", markup=False)
+    table = OverheadTable(target.argv, target_argv(target), args.rounds, rows, notes)
+    write_rendered(
+        get_renderer("json" if args.json else "text", "overhead"), table, None, RenderOptions()
+    )
     return 0

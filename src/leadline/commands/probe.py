@@ -22,6 +22,7 @@ from ..record.probe import (
     parse_ratio,
     write_json,
 )
+from ..record.recorder import signals_blocked
 from ._target import add_target_arguments
 
 ATTACH_NEEDS = (
@@ -87,8 +88,8 @@ def _report(result: ProbeResult, args: argparse.Namespace) -> None:
         print(json.dumps(data, indent=1), flush=True)
     if not args.quiet:
         from ..render import RenderOptions  # the table's modules load only to print it
+        from ..render.console import make_console
         from ..render.probe_text import print_probe_table
-        from ..render.text import make_console
 
         print_probe_table(data, make_console(sys.stderr, RenderOptions()))
 
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     target = runner.parse_target(args.program, args.module, args.code)
     specs, ratios = _parse_probes(args, target.value if target.kind == "script" else None)
     probes = Probes(specs, ratios)
-    code, namespace = runner.prepare(target)
+    program = runner.prepare(target)
     recorder = ProbeRecorder(args.output, probes, target.argv) if args.output else None
     lock = threading.Lock()
     reported = False
@@ -136,9 +137,10 @@ def run(args: argparse.Namespace) -> int:
     timer = threading.Timer(args.duration, finish) if args.duration else None
     if timer:
         timer.daemon = True
-        timer.start()
+        with signals_blocked():  # signals are the program's threads' to take
+            timer.start()
     try:
-        status = runner.execute(code, namespace)
+        status = runner.execute(program)
     finally:
         if timer:
             timer.cancel()

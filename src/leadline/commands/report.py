@@ -6,8 +6,7 @@ import argparse
 from typing import Any
 
 from ..analyse.trace import SORT_KEYS
-from ..render import RenderOptions, get_renderer
-from ..render.base import all_renderers
+from ..render.base import CAPTURE_KINDS, RenderOptions, formats
 from ._common import render_capture
 
 
@@ -35,7 +34,7 @@ def register(sub: Any) -> None:
         help="self-contained HTML page: flame graph (and, for a trace, the memory timeline)",
     )
     fmt.add_argument(
-        "--format", dest="format", choices=sorted(all_renderers()), help="any output format"
+        "--format", dest="format", choices=sorted(formats(CAPTURE_KINDS)), help="any output format"
     )
     p.add_argument(
         "--sort",
@@ -63,13 +62,12 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    renderer = get_renderer(args.format)
     output = args.output
     if args.format == "html" and not output:
         output = str(args.capture).removesuffix(".lead") + ".html"
     status = render_capture(
         args.capture,
-        renderer,
+        args.format,
         output,
         RenderOptions(
             sort=args.sort,

@@ -16,7 +16,7 @@ from ..errors import LeadlineError
 from ..record import runner
 from ..record.profiler import ProfileOptions, Profiler, ProfileResult
 from ..record.recorder import default_output
-from ..render import RenderOptions, get_renderer
+from ..render.base import RenderOptions
 from ._common import render_capture, run_recorded
 from ._target import add_target_arguments
 
@@ -73,15 +73,14 @@ def summarise(result: ProfileResult, quiet: bool) -> None:
     if result.write_error is None:
         try:
             sys.stderr.flush()
-            render_capture(
-                str(result.path), get_renderer("text"), "-", RenderOptions(limit=15), sys.stderr
-            )
+            render_capture(str(result.path), "text", "-", RenderOptions(limit=15), sys.stderr)
         except Exception as e:  # the capture is written; a report problem must not hide it
             print(f"leadline: cannot summarise {result.path}: {e}", file=sys.stderr)
     cpu = 100.0 * result.sampler_cpu_ns / max(result.seconds * 1e9, 1)
+    lost = f", {result.samples_lost:,} lost" if result.samples_lost else ""
     print(
         f"leadline: {result.samples:,} samples in {result.ticks:,} ticks "
-        f"({result.missed:,} missed, {result.torn:,} torn), sampler {cpu:.2f}% of a core, "
+        f"({result.missed:,} missed, {result.torn:,} torn{lost}), sampler {cpu:.2f}% of a core, "
         f"{result.bytes_written:,} bytes -> {result.path}",
         file=sys.stderr,
     )

@@ -4,17 +4,13 @@ per value (rounds interleaved), and the table of wall, CPU, peak RSS, probe coun
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
-from rich.progress import BarColumn, Progress, TextColumn
-
-from ..analyse.sweep import headers, html_page, parse_env, run_sweep, table_rows, write_png
+from ..analyse.sweep import parse_env, run_sweep
 from ..errors import LeadlineError
-from ..render import RenderOptions
-from ..render.text import make_console
+from ..render.base import RenderOptions, get_renderer
+from ._common import run_progress, write_rendered
 from .probe import add_probe_arguments
 
 
@@ -54,54 +50,19 @@ def run(args: argparse.Namespace) -> int:
         raise LeadlineError("--repeat must be at least 1")
     ratio_names = [r.partition("=")[0].strip() if "=" in r else r.strip() for r in args.ratio]
     probe_names = [c.partition("=")[0].strip() for c in args.count]
-    column = args.chart or (ratio_names[0] if ratio_names else "wall")
-    if column not in ("wall", "cpu", "peak_rss", *probe_names, *ratio_names):
-        raise LeadlineError(f"--chart {column!r}: not a column of this sweep")
+    if args.chart and args.chart not in ("wall", "cpu", "peak_rss", *probe_names, *ratio_names):
+        raise LeadlineError(f"--chart {args.chart!r}: not a column of this sweep")
     if args.ratio and not args.count:
         raise LeadlineError("--ratio needs --count")
-    total = args.repeat * len(values)
-    if sys.stderr.isatty():
-        with Progress(
-            TextColumn("sweep"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            transient=True,
-        ) as bar:
-            task = bar.add_task("sweep", total=total)
-            sweep = run_sweep(
-                name,
-                values,
-                cmd,
-                args.repeat,
-                args.count,
-                args.ratio,
-                args.timeout,
-                lambda d, t: bar.update(task, completed=d),
-            )
-    else:
-        sweep = run_sweep(name, values, cmd, args.repeat, args.count, args.ratio, args.timeout)
-    if args.json:
-        print(json.dumps(sweep.to_json(), indent=1))
-    else:
-        from rich.table import Table
-
-        console = make_console(sys.stdout, RenderOptions())
-        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-        for h in headers(sweep):
-            table.add_column(h, justify="right", no_wrap=True)
-        for row in table_rows(sweep):
-            table.add_row(*row)
-        console.print(
-            f"leadline sweep of {name}: {args.repeat} run(s) per value, medians", markup=False
+    with run_progress("sweep", args.repeat * len(values)) as progress:
+        sweep = run_sweep(
+            name, values, cmd, args.repeat, args.count, args.ratio, args.timeout, progress
         )
-        console.print(table)
+    options = RenderOptions(column=args.chart)
+    write_rendered(get_renderer("json" if args.json else "text", "sweep"), sweep, None, options)
     for value, status in sweep.failed:
         print(f"leadline: {name}={value}: the command exited with status {status}", file=sys.stderr)
-    if args.html:
-        try:
-            Path(args.html).write_text(html_page(sweep, column), encoding="utf-8")
-        except OSError as e:
-            raise LeadlineError(f"cannot write {args.html}: {e.strerror}") from None
-    if args.png:
-        write_png(sweep, column, args.png)
+    for fmt, path in (("html", args.html), ("png", args.png)):
+        if path:
+            write_rendered(get_renderer(fmt, "sweep"), sweep, path, options)
     return 1 if sweep.failed else 0

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..record import runner
 from ..record.recorder import default_output
-from ..record.tracer import TraceOptions, Tracer
+from ..record.tracer import TraceOptions, Tracer, parse_size
 from ._common import run_recorded
 from ._target import add_target_arguments
 
@@ -23,6 +23,17 @@ def _bytes(text: str) -> int:
         return int(t)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r}") from None
+
+
+def _max_size(text: str) -> int:
+    try:
+        size = parse_size(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a size: {text!r} (bytes, or with a unit: 500M, 2G; 0 or none: no limit)"
+        ) from None
+    assert size is not None
+    return size
 
 
 def register(sub: Any) -> None:
@@ -89,6 +100,15 @@ def register(sub: Any) -> None:
         help="RSS sampling period in milliseconds (default 1)",
     )
     p.add_argument(
+        "--max-size",
+        type=_max_size,
+        default=None,
+        metavar="SIZE",
+        help="stop recording when the capture reaches SIZE (500M, 2G; 0 or none: no limit); "
+        "the program runs on.  Default: 1G, or half the free space of the output's file "
+        "system when that is less",
+    )
+    p.add_argument(
         "--hook-only",
         action="store_true",
         help="install the hook but record nothing (measures the hook's own cost)",
@@ -111,14 +131,18 @@ def run(args: argparse.Namespace) -> int:
         heap=args.heap,
         hook_only=args.hook_only,
         rss_period_us=int(args.rss_period * 1000),
+        max_size=args.max_size,
     )
     output = args.output or default_output(target.argv0)
     tracer = Tracer(output, options, argv=target.argv)
     status, result = run_recorded(target, tracer)
     if not args.quiet and os.getpid() == tracer.pid:
+        # recorded: events that reached the file; lost: recorded ones that did not (the
+        # warning printed just before says why).
         per = result.bytes_written / result.recorded if result.recorded else 0.0
+        lost = f"{result.lost:,} lost, " if result.lost else ""
         print(
-            f"leadline: {result.events:,} events, {result.recorded:,} recorded, "
+            f"leadline: {result.events:,} events, {result.recorded:,} recorded, {lost}"
             f"{result.bytes_written:,} bytes ({per:.1f}/event) -> {result.path}",
             file=sys.stderr,
         )

@@ -36,7 +36,7 @@ from ..analyse.samples import load_profile
 from ..capture.reader import CaptureStream
 from ..errors import LeadlineError
 from ..record.profiler import ProfileOptions, Profiler
-from ..record.recorder import thread_names
+from ..record.recorder import signals_blocked, thread_names
 from ..render.encode import to_pprof
 from .delivery import Delivery, Endpoint, Upload, safe_url
 from .pyroscope import check_labels, endpoint_from_env, ingest_params, parse_labels
@@ -176,13 +176,15 @@ class Agent(Profiler):
         spool = self.config.spool_dir or default_spool_dir(self.config.service)
         # A spool that cannot be written (a read-only file system, a full disk, a directory
         # that cannot be made) does not stop the agent: profiles still go to the server, and
-        # a write that fails is reported when it happens (delivery.Delivery._put).
-        self._delivery = Delivery(
-            self.endpoint,
-            spool,
-            int(self.config.spool_cap_mb * 2**20),
-            backoff_s=(min(0.5, self.config.backoff_max_s), self.config.backoff_max_s),
-        )
+        # a write that fails is reported when it happens (delivery.Delivery._put).  The
+        # agent's threads, like the sampler's, never take a signal meant for the program.
+        with signals_blocked():
+            self._delivery = Delivery(
+                self.endpoint,
+                spool,
+                int(self.config.spool_cap_mb * 2**20),
+                backoff_s=(min(0.5, self.config.backoff_max_s), self.config.backoff_max_s),
+            )
         try:
             super()._start()
         except BaseException:
@@ -191,7 +193,8 @@ class Agent(Profiler):
             raise
         self._period_start_ns = time.time_ns()
         self._reader = threading.Thread(target=self._read, name="leadline-agent", daemon=True)
-        self._reader.start()
+        with signals_blocked():
+            self._reader.start()
 
     # -- the reader thread ------------------------------------------------------------------
     def _read(self) -> None:

@@ -24,7 +24,7 @@ marks_active = _native.marks_active
 P = ParamSpec("P")
 R = TypeVar("R")
 
-MARK, BEGIN, END = 0, 1, 2
+MARK, BEGIN, END = (_native.MARK_KINDS[k] for k in ("MARK", "BEGIN", "END"))
 
 
 @contextmanager

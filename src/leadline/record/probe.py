@@ -1,5 +1,5 @@
 """`leadline probe`: count how often chosen lines run and chosen functions are entered, in an
-unmodified program, and the ratios between those counts (seed 000's cache hit rate).
+unmodified program, and the ratios between those counts (a cache's hit rate, say).
 
 A probe is `NAME=FILE:LINE` (a line) or `NAME=module:qualname` (a function's entries).  Both
 are checked before the program starts: the file must exist and the line must hold code; the
@@ -349,10 +349,6 @@ class Probes:
         self._started = time.perf_counter()
         return self
 
-    def watch_code(self, code: types.CodeType) -> None:
-        """Probe `code` (the program's own, compiled before the start) and what it defines."""
-        self.discover(code)
-
     def stop(self) -> ProbeResult:
         with self._lock:
             if self.active:
@@ -392,6 +388,7 @@ class ProbeRecorder(Recorder):
     it runs, END with the counts (`leadline probe -o`)."""
 
     mode = "probe"
+    noun = "marks"
 
     def __init__(
         self, path: str | os.PathLike[str] | None, probes: Probes, argv: list[str] | None = None
@@ -421,7 +418,7 @@ class ProbeRecorder(Recorder):
     def _uninstall(self) -> None:
         self.result = self.probes.stop()
 
-    def _end_fields(self, counters: dict[str, Any]) -> dict[str, Any]:
+    def _end_fields(self, counters: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
         r = self.result or self.probes.result()
         return {
             "counts": r.counts,

@@ -19,7 +19,15 @@ from typing import Any
 
 from .. import _native
 from ..errors import LeadlineError
-from .recorder import Recorder, capture_end, capture_meta, default_output, open_capture
+from .recorder import (
+    Recorder,
+    capture_end,
+    capture_meta,
+    default_output,
+    early_stop,
+    open_capture,
+    stop_warning,
+)
 
 MAX_RATE = 20_000
 
@@ -52,6 +60,9 @@ class ProfileResult:
     write_error: str | None
     seconds: float
     sampler_cpu_ns: int
+    samples_lost: int = 0  # samples taken that never reached the file (a failed write)
+    # Why and when recording stopped before the program ended (END's stopped_early), or None.
+    stopped_early: dict[str, Any] | None = None
 
 
 def _sampler(fd: int, meta: bytes, pid: int, o: ProfileOptions) -> Any:
@@ -67,24 +78,35 @@ def _sampler(fd: int, meta: bytes, pid: int, o: ProfileOptions) -> Any:
     )
 
 
-def _end_fields(counters: dict[str, Any]) -> dict[str, Any]:
-    keys = ("ticks", "samples", "missed", "torn", "retried", "truncated", "sampler_cpu_ns")
-    return {k: counters[k] for k in keys}
+def _end_fields(counters: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
+    keys = ("ticks", "missed", "torn", "retried", "truncated", "sampler_cpu_ns")
+    # samples: those that reached the file; samples_lost: those that did not.
+    return {
+        **{k: counters[k] for k in keys},
+        "samples": written["samples_written"],
+        "samples_lost": written["samples_lost"],
+    }
 
 
 def _result(
-    path: Path, counters: dict[str, Any], written: int, error: str | None, secs: float
+    path: Path,
+    counters: dict[str, Any],
+    written: dict[str, Any],
+    stop: dict[str, Any] | None,
+    secs: float,
 ) -> ProfileResult:
     return ProfileResult(
         path=path,
         ticks=counters["ticks"],
-        samples=counters["samples"],
+        samples=written["samples_written"],
         missed=counters["missed"],
         torn=counters["torn"],
-        bytes_written=written,
-        write_error=error,
+        bytes_written=written["bytes_written"],
+        write_error=written["write_error"],
         seconds=secs,
         sampler_cpu_ns=counters["sampler_cpu_ns"],
+        samples_lost=written["samples_lost"],
+        stopped_early=stop,
     )
 
 
@@ -92,6 +114,7 @@ class Profiler(Recorder):
     """Samples this process's threads.  Use `leadline.profile(...)` or `leadline run`."""
 
     mode = "sample"
+    noun = "samples"
 
     def __init__(
         self,
@@ -112,8 +135,8 @@ class Profiler(Recorder):
     def _begin(self, fd: int, meta: bytes) -> Any:
         return _sampler(fd, meta, os.getpid(), self.options)
 
-    def _end_fields(self, counters: dict[str, Any]) -> dict[str, Any]:
-        return _end_fields(counters)
+    def _end_fields(self, counters: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
+        return _end_fields(counters, written)
 
     def _before_fork(self) -> None:
         self._native.before_fork()
@@ -155,7 +178,7 @@ class Profiler(Recorder):
         if self.result is None:
             rec = self._stop()
             self.result = _result(
-                self.path, rec.counters, rec.bytes_written, rec.write_error, rec.seconds
+                self.path, rec.counters, rec.written, rec.stopped_early, rec.seconds
             )
         return self.result
 
@@ -220,9 +243,21 @@ def attach(
     except KeyboardInterrupt:
         pass
     counters = sampler.finish()
-    written = sampler.close(capture_end(counters, **_end_fields(counters)))
+
+    def make_end(written: dict[str, Any]) -> bytes:
+        stop = early_stop(written)
+        return capture_end(counters, written, stop, **_end_fields(counters, written))
+
+    written = sampler.close(make_end)
     secs = time.perf_counter() - started
-    return _result(out, counters, written["bytes_written"], written["write_error"], secs)
+    stop = early_stop(written)
+    tick_s = counters["tick_ns"] / 1e9
+    at = (stop["t"] - meta["t_start"]) * tick_s if stop else 0.0
+    total = (counters["t_end"] - meta["t_start"]) * tick_s
+    warning = stop_warning(out, written, stop, max(at, 0.0), total, "samples")
+    if warning:
+        print(warning, file=sys.stderr)
+    return _result(out, counters, written, stop, secs)
 
 
 def _cmdline(pid: int) -> list[str]:

@@ -5,17 +5,28 @@ from __future__ import annotations
 
 import contextlib
 import json
+import operator
 import os
+import signal
 import socket
+import stat
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import CodeType
 from typing import Any, TypeVar
 
 from .. import __version__, _native
+from ..capture.stop import (
+    LIMIT_DEFAULT,
+    LIMIT_FREE_SPACE,
+    LIMIT_GIVEN,
+    SIZE_LIMIT,
+    describe,
+)
 from ..errors import LeadlineError
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -40,6 +51,26 @@ def thread_tids() -> dict[str, str]:
 
 
 _recording: list[Recorder] = []  # what records in this process, for the fork handlers
+# The code of the functions leadline puts in the program's way (os._exit, Thread.start): their
+# frames are left out of the traceback the program's sys.excepthook receives.
+_WRAPPER_CODES: set[CodeType] = set()
+
+
+def wrapper_codes() -> frozenset[CodeType]:
+    return frozenset(_WRAPPER_CODES)
+
+
+@contextlib.contextmanager
+def signals_blocked() -> Iterator[None]:
+    """Every signal blocked in this thread while it starts a Python thread of leadline's own,
+    which inherits the mask: a signal sent to the process must reach one of the program's
+    threads (the native ones block them all: ll_thread_start in _native/capture.c).  A signal
+    that comes meanwhile waits, and is delivered when the mask is restored."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _before_fork() -> None:
@@ -101,11 +132,90 @@ def open_capture(path: Path) -> int:
         raise LeadlineError(f"cannot write {path}: {e.strerror}") from None
 
 
-def capture_end(counters: dict[str, Any], **fields: Any) -> bytes:
-    """The END chunk (docs/format.md) of a recording whose native side returned `counters`."""
+# The default size limit of a capture: at 5-8 bytes an event, 130-200 million events, past the
+# 100 million that a report summarises in a minute; a call-dense program writes it in about 25 s.
+DEFAULT_MAX_SIZE = 1 << 30
+
+
+def size_limit(fd: int, requested: int | None) -> tuple[int, str]:
+    """The size limit in bytes (0: none) of a capture written to `fd`, and where it comes from
+    (capture.stop.LIMIT_*).  `requested`: None for the default, 0 for none, else bytes.
+
+    The default is DEFAULT_MAX_SIZE, or half the free space of the file's file system when that
+    is less, so that a trace never takes the last of a disk the program needs.  A pipe or a
+    device (/dev/null) stores nothing, and gets no default limit."""
+    if requested is not None:
+        return requested, LIMIT_GIVEN
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return 0, LIMIT_DEFAULT
+        fs = os.fstatvfs(fd)
+    except OSError:
+        return DEFAULT_MAX_SIZE, LIMIT_DEFAULT
+    half_free = fs.f_bavail * fs.f_frsize // 2
+    if half_free < DEFAULT_MAX_SIZE:
+        return max(half_free, 1), LIMIT_FREE_SPACE
+    return DEFAULT_MAX_SIZE, LIMIT_DEFAULT
+
+
+def early_stop(written: dict[str, Any], limit_from: str = LIMIT_GIVEN) -> dict[str, Any] | None:
+    """END's ``stopped_early`` (docs/format.md) from the native writer's figures, or None when
+    recording ran to the end."""
+    reason = written.get("stopped")
+    if reason is None:
+        return None
+    stop: dict[str, Any] = {"reason": reason, "t": written["t_stopped"]}
+    if reason == SIZE_LIMIT:
+        stop.update(max_size=written["max_bytes"], limit_from=limit_from)
+    if written.get("write_error"):
+        stop["error"] = written["write_error"]
+    return stop
+
+
+def capture_end(
+    counters: dict[str, Any],
+    written: dict[str, Any],
+    stop: dict[str, Any] | None,
+    **fields: Any,
+) -> bytes:
+    """The END chunk (docs/format.md) of a recording whose native side returned `counters`
+    (when it stopped) and `written` (what its writer wrote: see ll_writer_close_py)."""
     end = {"t_end": counters["t_end"], "tick_ns": counters["tick_ns"], **fields}
+    end["stopped_early"] = stop
+    end["write_error"] = written["write_error"]
+    end["dropped_chunks"] = written["dropped_chunks"]
     end["stop_unix_ns"] = time.time_ns()
     return json.dumps(end).encode()
+
+
+def stop_warning(
+    path: Path,
+    written: dict[str, Any],
+    stop: dict[str, Any] | None,
+    seconds_in: float,
+    seconds: float,
+    noun: str,
+) -> str | None:
+    """The one line printed on stderr when the program ends, if recording stopped early or a
+    write failed; None otherwise."""
+    if stop is None:
+        if not written["write_error"]:
+            return None
+        return (
+            f"leadline: warning: writing {path} failed ({written['write_error']}); "
+            "the capture holds what was written before"
+        )
+    kept = int(written.get(f"{noun}_written", 0))
+    lost = int(written.get(f"{noun}_lost", 0))
+    text = (
+        f"leadline: warning: recording stopped early, at {seconds_in:.2f} s of {seconds:.2f} s: "
+        f"{describe(stop)}; {path} holds the {kept:,} {noun} written before"
+    )
+    if lost:
+        text += f", {lost:,} more never reached it"
+    if not written["end_written"]:
+        text += " (nor did its END chunk)"
+    return text
 
 
 @dataclass
@@ -116,6 +226,8 @@ class RecordResult:
     dropped_chunks: int
     seconds: float
     counters: dict[str, Any]
+    written: dict[str, Any]  # the writer's figures: what reached the file, what was lost
+    stopped_early: dict[str, Any] | None  # END's stopped_early
 
 
 RecorderT = TypeVar("RecorderT", bound="Recorder")
@@ -126,6 +238,7 @@ class Recorder:
     os._exit, fork.  Subclasses create the native recorder and turn its counters into a result."""
 
     mode: str = "trace"
+    noun: str = "events"  # what the recording's data chunks hold (the writer counts them)
 
     def __init__(self, path: str | os.PathLike[str] | None, argv: list[str] | None) -> None:
         self.argv = list(sys.argv if argv is None else argv)
@@ -140,6 +253,9 @@ class Recorder:
         self._real_thread_start: Callable[[threading.Thread], None] | None = None
         self.record: RecordResult | None = None
         self.pid = 0  # the process that records (a forked child does not)
+        self.max_bytes = 0  # the capture's size limit (0: none), set when it starts
+        self._limit_from = LIMIT_GIVEN
+        self._t_start = 0
 
     # -- what subclasses provide ------------------------------------------------
     def _options(self) -> dict[str, Any]:
@@ -149,8 +265,13 @@ class Recorder:
         """Create and start the native recorder (it owns `fd` from then on)."""
         raise NotImplementedError
 
-    def _end_fields(self, counters: dict[str, Any]) -> dict[str, Any]:
+    def _end_fields(self, counters: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
+        """END's own fields of this kind of recording; `written` is the writer's figures."""
         return {}
+
+    def _size_limit(self, fd: int) -> tuple[int, str]:
+        """The capture's size limit (see size_limit); none unless a subclass has one."""
+        return 0, LIMIT_GIVEN
 
     def _open_output(self) -> int:
         """The descriptor the native recorder writes the capture to."""
@@ -170,7 +291,9 @@ class Recorder:
         if self._native is not None:
             raise LeadlineError(f"this {self.mode} is already running")
         fd = self._open_output()
+        self.max_bytes, self._limit_from = self._size_limit(fd)
         meta = capture_meta(self.mode, self.argv, self._options())
+        self._t_start = meta["t_start"]
         self._thread_names = thread_names()  # before the hooks, so that it is not traced
         self._thread_tids = thread_tids()
         try:
@@ -200,6 +323,7 @@ class Recorder:
                 tids[str(thread.native_id)] = thread.name
 
         self._real_thread_start = real_start
+        _WRAPPER_CODES.add(start.__code__)
         threading.Thread.start = start  # type: ignore[method-assign,assignment]
 
     def _uninstall(self) -> None:
@@ -221,8 +345,15 @@ class Recorder:
         counters = self._native.finish()
         names = {**self._thread_names, **thread_names()}
         tids = {**self._thread_tids, **thread_tids()}
-        end = capture_end(counters, **self._end_fields(counters), threads=names, thread_tids=tids)
-        written = self._native.close(end)
+
+        def make_end(written: dict[str, Any]) -> bytes:
+            # Called again if END had to take the place of the last chunk (a full disk).
+            stop = early_stop(written, self._limit_from)
+            fields = self._end_fields(counters, written)
+            return capture_end(counters, written, stop, **fields, threads=names, thread_tids=tids)
+
+        written = self._native.close(make_end)
+        stop = early_stop(written, self._limit_from)
         self.record = RecordResult(
             path=self.path,
             bytes_written=written["bytes_written"],
@@ -230,15 +361,17 @@ class Recorder:
             dropped_chunks=written["dropped_chunks"],
             seconds=time.perf_counter() - self._started,
             counters=counters,
+            written=written,
+            stopped_early=stop,
         )
         if os.getpid() == self.pid:
             self._finished()
-            if self.record.write_error:
-                print(
-                    f"leadline: warning: writing {self.path} failed ({self.record.write_error}); "
-                    "the capture holds what was written before",
-                    file=sys.stderr,
-                )
+            tick_s = counters["tick_ns"] / 1e9
+            at = (stop["t"] - self._t_start) * tick_s if stop else 0.0
+            total = (counters["t_end"] - self._t_start) * tick_s
+            warning = stop_warning(self.path, written, stop, max(at, 0.0), total, self.noun)
+            if warning:
+                print(warning, file=sys.stderr)
         return self.record
 
     def stop(self) -> Any:
@@ -255,11 +388,20 @@ class Recorder:
         self.stop()
 
     def _exit_wrapper(self, status: int) -> None:
-        """os._exit skips every cleanup: finish the capture first, then exit as asked."""
+        """os._exit skips every cleanup: finish the capture first, then exit as asked.  A
+        status os._exit refuses (not an integer) raises its TypeError with the recording still
+        running, since the program goes on."""
         real = self._real_exit
+        assert real is not None
+        try:
+            operator.index(status)
+        except TypeError:
+            real(status)
         try:
             self.stop()
         except BaseException:  # the program asked to exit now; nothing may stop that
             pass
-        assert real is not None
         real(status)
+
+
+_WRAPPER_CODES.add(Recorder._exit_wrapper.__code__)

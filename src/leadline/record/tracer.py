@@ -14,10 +14,36 @@ from typing import Any, ParamSpec, TypeVar
 
 from .. import _native
 from ..errors import LeadlineError
-from .recorder import PACKAGE_DIR, PAGE_SIZE, Recorder, default_output
+from .recorder import PACKAGE_DIR, PAGE_SIZE, Recorder, default_output, size_limit
 
-HK_ENTER_LOCAL, HK_ENTER, HK_EXIT_LOCAL, HK_EXIT, HK_CALL, HK_C_RETURN, HK_C_RAISE = range(7)
-HK_BOOTSTRAP = 7
+HOOK = _native.HOOK_KINDS  # the kinds of hook Session.hook() makes (tracer.c)
+
+_SIZE_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(value: int | str | None) -> int | None:
+    """A capture size limit as `--max-size` and `trace(max_size=...)` take it: bytes, or a
+    number with a binary unit ("500M", "2G", "1.5g", "64KiB"); 0, "0" or "none": no limit;
+    None: the default.  ValueError for anything else."""
+    if value is None or isinstance(value, int):
+        if isinstance(value, int) and (isinstance(value, bool) or value < 0):
+            raise ValueError(f"not a size: {value!r}")
+        return value
+    text = value.strip().lower()
+    if text in ("none", "unlimited", "0"):
+        return 0
+    number = text.removesuffix("b").removesuffix("i")
+    unit = 1
+    if number and number[-1] in _SIZE_UNITS:
+        unit = _SIZE_UNITS[number[-1]]
+        number = number[:-1]
+    try:
+        size = float(number)
+    except ValueError:
+        raise ValueError(f"not a size: {value!r}") from None
+    if not size >= 0 or size == float("inf"):
+        raise ValueError(f"not a size: {value!r}")
+    return int(size * unit)
 
 
 @dataclass(frozen=True)
@@ -34,6 +60,7 @@ class TraceOptions:
     heap: bool = True
     hook_only: bool = False
     rss_period_us: int = 1000
+    max_size: int | None = None  # bytes the capture may reach; None: the default; 0: no limit
 
     def trigger_pages(self) -> int:
         if self.rss_trigger < 0:
@@ -49,6 +76,8 @@ class TraceOptions:
             raise LeadlineError("the RSS sampling period must be between 100 us and 10 s")
         if self.previous and not self.rss_trigger:
             raise LeadlineError("--previous only makes sense with --rss-trigger")
+        if self.max_size is not None and self.max_size < 0:
+            raise LeadlineError("--max-size must be 0 (no limit) or a size such as 500M or 2G")
 
 
 @dataclass
@@ -60,6 +89,9 @@ class TraceResult:
     write_error: str | None
     dropped_chunks: int
     seconds: float
+    lost: int = 0  # recorded events that never reached the file (size limit, failed write)
+    # Why and when recording stopped before the program ended (END's stopped_early), or None.
+    stopped_early: dict[str, Any] | None = None
 
 
 def _module_of(filename: str) -> str:
@@ -103,6 +135,10 @@ def make_filter(
 
 
 _monitoring_used_before = False
+# sys.monitoring tool ids leadline takes, in order: 3 and 4 have no assigned role, while the
+# program's own tools ask for theirs by role: debuggers 0, coverage 1, profilers 2 (cProfile
+# on 3.12+ refuses to start when 2 is taken), the optimizer 5.
+TOOL_IDS = (4, 3, 2)
 
 
 class Tracer(Recorder):
@@ -121,10 +157,14 @@ class Tracer(Recorder):
         self.options.validate()
         self._tool: int | None = None
         self._events: list[int] = []
+        self._bootstrap: Any = None  # 3.10/3.11: what new threads get (threading.setprofile)
         self.result: TraceResult | None = None
 
     def _options(self) -> dict[str, Any]:
-        return asdict(self.options)
+        return {**asdict(self.options), "max_size": self.max_bytes}
+
+    def _size_limit(self, fd: int) -> tuple[int, str]:
+        return size_limit(fd, self.options.max_size)
 
     def _begin(self, fd: int, meta: bytes) -> Any:
         o = self.options
@@ -143,6 +183,7 @@ class Tracer(Recorder):
             filter=make_filter(o.include, o.exclude),
             exclude_prefix=PACKAGE_DIR,
             disable=disable,
+            max_bytes=self.max_bytes,
         )
         try:
             self._install(session)
@@ -155,22 +196,28 @@ class Tracer(Recorder):
         if _native.MONITORING:
             global _monitoring_used_before
             mon = sys.monitoring
-            tool = next((t for t in (mon.PROFILER_ID, 3, 4) if mon.get_tool(t) is None), None)
+            tool = next((t for t in TOOL_IDS if mon.get_tool(t) is None), None)
             if tool is None:
-                used = ", ".join(f"{t}: {mon.get_tool(t)}" for t in (2, 3, 4))
+                used = ", ".join(f"{t}: {mon.get_tool(t)}" for t in sorted(TOOL_IDS))
                 raise LeadlineError(f"no free sys.monitoring tool id for leadline ({used})")
             mon.use_tool_id(tool, "leadline")
             ev = mon.events
             hooks = {
-                ev.PY_START: HK_ENTER_LOCAL,
-                ev.PY_RESUME: HK_ENTER_LOCAL,
-                ev.PY_THROW: HK_ENTER,
-                ev.PY_RETURN: HK_EXIT_LOCAL,
-                ev.PY_YIELD: HK_EXIT_LOCAL,
-                ev.PY_UNWIND: HK_EXIT,
+                ev.PY_START: HOOK["ENTER_LOCAL"],
+                ev.PY_RESUME: HOOK["ENTER_LOCAL"],
+                ev.PY_THROW: HOOK["ENTER"],
+                ev.PY_RETURN: HOOK["EXIT_LOCAL"],
+                ev.PY_YIELD: HOOK["EXIT_LOCAL"],
+                ev.PY_UNWIND: HOOK["EXIT"],
             }
             if self.options.c_calls:
-                hooks.update({ev.CALL: HK_CALL, ev.C_RETURN: HK_C_RETURN, ev.C_RAISE: HK_C_RAISE})
+                hooks.update(
+                    {
+                        ev.CALL: HOOK["CALL"],
+                        ev.C_RETURN: HOOK["C_RETURN"],
+                        ev.C_RAISE: HOOK["C_RAISE"],
+                    }
+                )
             for event, kind in hooks.items():
                 mon.register_callback(tool, event, s.hook(kind))
             if _monitoring_used_before:
@@ -184,11 +231,19 @@ class Tracer(Recorder):
             self._tool = tool
             self._events = list(hooks)
         else:
+            other = threading.getprofile()
+            if other is not None:
+                # Threads started later would get the program's function, or lose it.
+                raise LeadlineError(
+                    f"another profiler is active for new threads ({other!r}, set with "
+                    "threading.setprofile); stop it before starting leadline"
+                )
             try:
                 s.install_profile()
             except RuntimeError as e:
                 raise LeadlineError(str(e)) from None
-            threading.setprofile(s.hook(HK_BOOTSTRAP))
+            self._bootstrap = s.hook(HOOK["BOOTSTRAP"])
+            threading.setprofile(self._bootstrap)
 
     def _uninstall(self) -> None:
         if _native.MONITORING and self._tool is not None:
@@ -199,10 +254,20 @@ class Tracer(Recorder):
             mon.free_tool_id(self._tool)
             self._tool = None
         elif not _native.MONITORING:
-            threading.setprofile(None)
+            # Only leadline's own: a function the program set since stays for its threads.  Read
+            # as a module attribute: a call of threading.getprofile() would be traced.
+            if vars(threading).get("_profile_hook") is self._bootstrap:
+                threading.setprofile(None)
+            self._bootstrap = None
 
-    def _end_fields(self, counters: dict[str, Any]) -> dict[str, Any]:
-        return {"events": counters["events"], "recorded": counters["recorded"]}
+    def _end_fields(self, counters: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
+        # recorded: the events in chunks that reached the file; lost: those in chunks that
+        # did not (a size limit or a failed write stopped the writer before them).
+        return {
+            "events": counters["events"],
+            "recorded": written["events_written"],
+            "lost": written["events_lost"],
+        }
 
     def _finished(self) -> None:
         assert self.record is not None
@@ -221,11 +286,13 @@ class Tracer(Recorder):
         self.result = TraceResult(
             path=self.path,
             events=rec.counters["events"],
-            recorded=rec.counters["recorded"],
+            recorded=rec.written["events_written"],
             bytes_written=rec.bytes_written,
             write_error=rec.write_error,
             dropped_chunks=rec.dropped_chunks,
             seconds=rec.seconds,
+            lost=rec.written["events_lost"],
+            stopped_early=rec.stopped_early,
         )
         return self.result
 
@@ -241,12 +308,20 @@ def trace(
     max_depth: int = 0,
     exact_rss: bool = False,
     heap: bool = True,
+    max_size: int | str | None = None,
 ) -> Tracer:
     """Trace every call (and its memory) inside a ``with`` block::
 
-    with leadline.trace("run.lead", rss_trigger=4096):
+    with leadline.trace("run.lead", rss_trigger=4096, max_size="500M"):
         work()
+
+    `max_size`: bytes or a size such as "500M" at which recording stops (the block runs on);
+    None for the default (1 GiB, or half the free disk space when less), 0 for no limit.
     """
+    try:
+        limit = parse_size(max_size)
+    except ValueError as e:
+        raise LeadlineError(f"max_size: {e}") from None
     opts = TraceOptions(
         c_calls=c_calls,
         rss_trigger=rss_trigger,
@@ -256,6 +331,7 @@ def trace(
         max_depth=max_depth,
         exact_rss=exact_rss,
         heap=heap,
+        max_size=limit,
     )
     return Tracer(path, opts)
 

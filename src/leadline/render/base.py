@@ -1,16 +1,31 @@
-"""The one interface every report and export implements.
+"""The one interface every report and export implements, and the registry the CLI is built from.
 
-A renderer reads a capture and writes one output.  Adding a format is one new module with one
-class decorated by @register; the CLI's --format choices and help come from the registry.
+A renderer writes one output (a format: text, json, html, pprof...) of one *kind* of subject.
+The kinds are listed once, in KINDS: what a capture holds (a trace, a sampling profile, probe
+counts; the capture's own META says which, read in one place, `capture_kind`) and the results
+of `leadline diff`, `sweep` and `overhead`.  For a capture, a renderer's `load` makes its
+subject from the capture: by default the kind's profile (KIND_LOADERS); the event log and the
+Chrome trace stream the capture's events themselves.
+
+Adding a format is one new module in this package with a class decorated by @register: every
+module here is imported by `renderers()`, so the CLI's --format choices and help, and the
+refusal of a format that has nothing for a kind, come from the registry.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
+import pkgutil
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, Generic, TypeVar
 
 from ..analyse.model import Metric
+from ..analyse.probes import probe_report
+from ..analyse.samples import load_profile
+from ..analyse.trace import analyse
 from ..capture.reader import Capture, Progress
 from ..errors import LeadlineError
 
@@ -27,49 +42,113 @@ class RenderOptions:
     callees: str | None = None
     idle: bool = False
     metric: Metric | None = None
+    # the event log: one JSON object per line
+    json_lines: bool = False
+    # sweeps: the column charted
+    column: str | None = None
 
 
-def is_sampling(cap: Capture) -> bool:
-    return cap.meta.get("mode") == "sample"
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    what: str  # for messages: "a trace capture (leadline trace)"
 
 
-class Renderer(ABC):
-    name: ClassVar[str]
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind("trace", "a trace capture (leadline trace)"),
+        Kind("sample", "a sampling capture (leadline run)"),
+        Kind("probe", "a probe capture (leadline probe)"),
+        Kind("diff", "a diff (leadline diff)"),
+        Kind("sweep", "a sweep (leadline sweep)"),
+        Kind("overhead", "a cost table (leadline overhead)"),
+    )
+}
+# What a capture of each kind is read into before it is rendered.
+KIND_LOADERS: dict[str, Callable[[Capture, Progress | None], Any]] = {
+    "trace": analyse,
+    "sample": load_profile,
+    "probe": probe_report,
+}
+CAPTURE_KINDS = tuple(KIND_LOADERS)
+
+
+def capture_kind(cap: Capture) -> str:
+    """The kind of what `cap` holds, from its META: the one place that decides."""
+    mode = cap.meta.get("mode")
+    if not isinstance(mode, str) or mode not in CAPTURE_KINDS:
+        raise LeadlineError(f"{cap.path}: a capture of an unknown kind ({mode!r})")
+    return mode
+
+
+S = TypeVar("S")
+
+
+class Renderer(ABC, Generic[S]):
+    name: ClassVar[str]  # the format
+    kinds: ClassVar[tuple[str, ...]]  # what it renders: keys of KINDS
     extension: ClassVar[str]
     description: ClassVar[str]
     binary: ClassVar[bool] = False  # writes bytes: `out` is a binary stream, never a terminal
 
+    def load(self, cap: Capture, options: RenderOptions) -> S:
+        """The subject this renderer writes, made from a capture of one of its kinds."""
+        subject: S = KIND_LOADERS[capture_kind(cap)](cap, options.progress)
+        return subject
+
     @abstractmethod
-    def render(self, cap: Capture, out: IO[Any], options: RenderOptions) -> None:
-        """Write the whole output for `cap` to `out` (IO[str], or IO[bytes] when `binary`)."""
+    def render(self, subject: S, out: IO[Any], options: RenderOptions) -> None:
+        """Write the whole output for `subject` to `out` (IO[str], or IO[bytes] when
+        `binary`)."""
 
 
-REGISTRY: dict[str, type[Renderer]] = {}
+REGISTRY: dict[tuple[str, str], type[Renderer[Any]]] = {}  # (format, kind) -> renderer
 
 
-def register(cls: type[Renderer]) -> type[Renderer]:
-    REGISTRY[cls.name] = cls
+def register(cls: type[Renderer[S]]) -> type[Renderer[S]]:
+    for kind in cls.kinds:
+        key = (cls.name, kind)
+        if kind not in KINDS:
+            raise TypeError(f"{cls.__name__}: unknown kind {kind!r}")
+        if key in REGISTRY and REGISTRY[key] is not cls:
+            raise TypeError(f"two renderers of {cls.name} for {kind}")
+        REGISTRY[key] = cls
     return cls
 
 
-def get_renderer(name: str) -> Renderer:
-    from . import (  # noqa: F401 - they register themselves
-        chrome,
-        collapsed,
-        html,
-        json_report,
-        log,
-        pprof,
-        speedscope,
-        text,
-    )
-
-    cls = REGISTRY.get(name)
-    if cls is None:
-        raise LeadlineError(f"unknown format {name!r} (one of: {', '.join(sorted(REGISTRY))})")
-    return cls()
+def renderers() -> dict[tuple[str, str], type[Renderer[Any]]]:
+    """Every renderer: the modules of this package are imported (once), registering theirs."""
+    if not _imported:
+        for module in pkgutil.iter_modules([os.path.dirname(__file__)]):
+            importlib.import_module(f"{__package__}.{module.name}")
+        _imported.append(True)
+    return REGISTRY
 
 
-def all_renderers() -> dict[str, type[Renderer]]:
-    get_renderer("text")
-    return dict(REGISTRY)
+_imported: list[bool] = []
+
+
+def formats(kinds: tuple[str, ...] | None = None) -> dict[str, str]:
+    """Format name -> description, of the renderers of `kinds` (every kind if None)."""
+    out: dict[str, str] = {}
+    for (fmt, kind), cls in sorted(renderers().items()):
+        if kinds is None or kind in kinds:
+            out.setdefault(fmt, cls.description)
+    return out
+
+
+def get_renderer(fmt: str, kind: str, source: str = "", command: str = "") -> Renderer[Any]:
+    """The renderer of format `fmt` for `kind`; a one-line LeadlineError if there is none
+    (`source` names what was given and `command` what was asked, for the message)."""
+    found = renderers()
+    cls = found.get((fmt, kind))
+    if cls is not None:
+        return cls()
+    if not any(f == fmt for f, _ in found):
+        names = ", ".join(sorted({f for f, _ in found}))
+        raise LeadlineError(f"unknown format {fmt!r} (one of: {names})")
+    takes = " or ".join(KINDS[k].what for f, k in sorted(found) if f == fmt)
+    asked = fmt if command in ("", fmt) else f"{fmt} {command}"
+    given = f"{source} is" if source else "this is"
+    raise LeadlineError(f"{asked} needs {takes}; {given} {KINDS[kind].what.split(' (')[0]}")

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from typing import IO
 
-from ..capture.reader import Capture
-from .base import Renderer, RenderOptions, register
+from ..capture.reader import EVENT, MARK, Capture
+from .base import CAPTURE_KINDS, Renderer, RenderOptions, register
+from .untrusted import json_text
 
 
 @register
-class ChromeTrace(Renderer):
+class ChromeTrace(Renderer[Capture]):
     name = "chrome"
+    kinds = CAPTURE_KINDS  # the events, marks and RSS timeline of any capture
     extension = "json"
     description = "Chrome trace / Perfetto JSON (open in ui.perfetto.dev or chrome://tracing)"
+
+    def load(self, cap: Capture, options: RenderOptions) -> Capture:
+        return cap  # the events are streamed from the capture as they are written out
 
     def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
         pid = int(cap.meta.get("pid", 1))
@@ -23,7 +27,7 @@ class ChromeTrace(Renderer):
 
         def emit(obj: dict[str, object]) -> None:
             nonlocal first
-            out.write(("" if first else ",\n") + json.dumps(obj, ensure_ascii=False))
+            out.write(("" if first else ",\n") + json_text(obj))
             first = False
 
         for serial in sorted({c.stream for c in cap.event_chunks}):
@@ -39,14 +43,14 @@ class ChromeTrace(Renderer):
         depth: dict[int, int] = {}
         for stream, (_n, kind, fid, t, rss_pages, heap, _off) in cap.events():
             ts = cap.ns(t) / 1000.0
-            if kind in (0, 2):
+            if kind in (EVENT["CALL"], EVENT["C_CALL"]):
                 f = cap.function(fid)
                 depth[stream] = depth.get(stream, 0) + 1
                 emit(
                     {
                         "ph": "B",
                         "name": f.label,
-                        "cat": "c" if kind == 2 else "py",
+                        "cat": "c" if kind == EVENT["C_CALL"] else "py",
                         "pid": pid,
                         "tid": stream,
                         "ts": ts,
@@ -70,7 +74,7 @@ class ChromeTrace(Renderer):
                     }
                 )
         serial_of = {tid: serial for serial, (tid, _ident) in cap.threads.items()}
-        phases = {0: "i", 1: "B", 2: "E"}
+        phases = {MARK["MARK"]: "i", MARK["BEGIN"]: "B", MARK["END"]: "E"}
         for m in cap.marks:
             mark: dict[str, object] = {
                 "ph": phases.get(m.kind, "i"),
@@ -81,7 +85,7 @@ class ChromeTrace(Renderer):
                 "ts": cap.ns(m.t) / 1000.0,
                 "args": {**m.fields, "location": m.location},
             }
-            if m.kind == 0:
+            if m.kind == MARK["MARK"]:
                 mark["s"] = "t"
             emit(mark)
         for t, v in zip(cap.timeline_t, cap.timeline_rss, strict=False):

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import IO
 
-from ..capture.reader import Capture
-from .base import RenderOptions, register
+from ..analyse.model import SampleProfile
+from ..analyse.samples import default_metric
+from .base import Renderer, RenderOptions, register
 from .encode import to_collapsed
-from .sampled import SampledExport
 
 
 @register
-class Collapsed(SampledExport):
+class Collapsed(Renderer[SampleProfile]):
     name = "collapsed"
+    kinds = ("sample",)
     extension = "txt"
     description = "folded stacks 'a;b;c weight', weighted by --metric"
 
-    def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
-        p = self.profile(cap)
-        out.write(to_collapsed(p, self.metric(p, options)))
+    def render(self, p: SampleProfile, out: IO[str], options: RenderOptions) -> None:
+        out.write(to_collapsed(p, options.metric or default_metric(p)))

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from .. import __version__
 from ..analyse.model import Metric, SampleProfile, Stack, Thread
 from ..errors import LeadlineError
+from .untrusted import escape_surrogates
 
 PprofMetric = Literal["samples", "cpu", "wall", "memory"]
 PPROF_METRICS: tuple[PprofMetric, ...] = ("samples", "cpu", "wall", "memory")
@@ -323,12 +324,17 @@ def to_speedscope(profile: SampleProfile, metric: Metric = "samples") -> dict[st
 
 
 # -- collapsed stacks -----------------------------------------------------------------------
+# The characters that end a folded line for the tools that read them (flamegraph.pl, inferno,
+# speedscope and leadline split at "\n", and a "\r" before it is dropped).  Other characters
+# that str.splitlines() would split at (U+2028, U+2029, U+0085, form feeds) stay in the name.
+_LINE_BREAKS = str.maketrans(dict.fromkeys("\n\r", " "))
+
+
 def _folded(text: str) -> str:
-    """One frame of a folded line: ';' separates frames and a line ends the stack, so neither
-    may appear inside a frame (names and paths come from the profiled program, as do the lone
-    surrogates of undecodable file names, which UTF-8 output cannot hold)."""
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text.replace(";", ":").replace("\r", " ").replace("\n", " ")
+    """One frame of a folded line: ';' separates frames and a line break ends the stack, so
+    neither may appear inside a frame (names and paths come from the profiled program, as do
+    lone surrogates, written as \\udXXX: untrusted.py)."""
+    return escape_surrogates(text).replace(";", ":").translate(_LINE_BREAKS)
 
 
 def to_collapsed(profile: SampleProfile, metric: Metric = "samples", threads: bool = False) -> str:

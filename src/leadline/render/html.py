@@ -5,31 +5,33 @@ from __future__ import annotations
 
 from typing import IO
 
-from ..analyse.samples import load_profile
-from ..analyse.trace import analyse, to_json
-from ..capture.reader import Capture
-from ..errors import LeadlineError
-from .base import Renderer, RenderOptions, is_sampling, register
+from ..analyse.model import SampleProfile
+from ..analyse.trace import TraceProfile, to_json
+from .base import Renderer, RenderOptions, register
 from .marks_table import marks_json
 from .sample_html import render_sample_html
 from .trace_html import render_trace_html
 
 
 @register
-class HtmlReport(Renderer):
+class TraceHtml(Renderer[TraceProfile]):
     name = "html"
+    kinds = ("trace",)
     extension = "html"
     description = "self-contained HTML: memory timeline and flame graph"
 
-    def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
-        if cap.meta.get("mode") == "probe":
-            raise LeadlineError(
-                f"{cap.path}: a probe capture has counts, not a profile: "
-                "use `leadline report` or `--json`"
-            )
-        if is_sampling(cap):
-            out.write(render_sample_html(load_profile(cap, options.progress)))
-            return
-        data = to_json(analyse(cap, options.progress), None, options.sort)
-        data["marks"] = marks_json(cap)
+    def render(self, p: TraceProfile, out: IO[str], options: RenderOptions) -> None:
+        data = to_json(p, None, options.sort)
+        data["marks"] = marks_json(p.capture)
         out.write(render_trace_html(data))
+
+
+@register
+class SampleHtml(Renderer[SampleProfile]):
+    name = "html"
+    kinds = ("sample",)
+    extension = "html"
+    description = "self-contained HTML: flame graph"
+
+    def render(self, p: SampleProfile, out: IO[str], options: RenderOptions) -> None:
+        out.write(render_sample_html(p))

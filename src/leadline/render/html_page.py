@@ -8,8 +8,9 @@ its own stylesheet and script after them.
 Everything in the data that comes from the profiled program (function and file names, argv,
 thread names, labels) is untrusted.  It goes into the page only as JSON inside a
 ``<script type="application/json">`` element, with ``<``, ``>``, ``&``, U+2028 and U+2029
-escaped so that nothing in it can end the element or be read as markup, and the page's script
-shows it only through ``textContent``.  A Content-Security-Policy that allows exactly the
+escaped so that nothing in it can end the element or be read as markup (and lone surrogates
+as the text ``\\udXXX``, which UTF-8 can hold), and the page's script shows it only through
+``textContent``.  A Content-Security-Policy that allows exactly the
 page's own inline script and style (by hash) and nothing else backs this up.
 """
 
@@ -17,11 +18,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from .untrusted import json_text
 
 __all__ = ["flame_panel", "header", "json_for_script", "render_page", "table_panel"]
 
@@ -76,15 +78,9 @@ def json_for_script(data: Mapping[str, Any]) -> str:
     """``data`` as JSON that is safe as the text of a ``<script type="application/json">``.
 
     Values that JSON cannot hold are written with ``str()``; NaN and infinities are refused
-    with ValueError.
+    with ValueError; a lone surrogate in a string is the text ``\\udXXX`` (untrusted.py).
     """
-    text = json.dumps(
-        data,
-        ensure_ascii=False,
-        allow_nan=False,
-        separators=(",", ":"),
-        default=str,
-    )
+    text = json_text(data, allow_nan=False, separators=(",", ":"), default=str)
     return text.translate(_JSON_ESCAPES)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..capture.reader import Capture
+from ..capture.reader import MARK, Definitions
 from .units import fmt_ns
 
 
@@ -34,19 +34,19 @@ class MarkRow:
         }
 
 
-def mark_rows(cap: Capture) -> list[MarkRow]:
+def mark_rows(cap: Definitions) -> list[MarkRow]:
     """One row per mark name (spans: per span name), most frequent first."""
     rows: dict[tuple[str, bool], MarkRow] = {}
     open_spans: dict[tuple[int, str], list[int]] = {}
     for m in cap.marks:
-        key = (m.name, m.kind != 0)
+        key = (m.name, m.kind != MARK["MARK"])
         row = rows.get(key)
         if row is None:
             row = rows[key] = MarkRow(m.name, location=m.location, first_ns=cap.ns(m.t))
         row.threads.add(cap.tid_name(m.tid))
-        if m.kind == 0:
+        if m.kind == MARK["MARK"]:
             row.count += 1
-        elif m.kind == 1:
+        elif m.kind == MARK["BEGIN"]:
             open_spans.setdefault((m.tid, m.name), []).append(m.t)
         else:
             starts = open_spans.get((m.tid, m.name))
@@ -56,7 +56,9 @@ def mark_rows(cap: Capture) -> list[MarkRow]:
     return sorted(rows.values(), key=lambda r: (-r.count, r.first_ns))
 
 
-def print_marks(cap: Capture, console: Console, limit: int = 25) -> None:
+def print_marks(cap: Definitions | None, console: Console, limit: int = 25) -> None:
+    if cap is None:
+        return
     rows = mark_rows(cap)
     if not rows:
         return
@@ -82,8 +84,10 @@ def print_marks(cap: Capture, console: Console, limit: int = 25) -> None:
 MAX_MARKS_JSON = 5000
 
 
-def marks_json(cap: Capture, limit: int = MAX_MARKS_JSON) -> dict[str, Any]:
+def marks_json(cap: Definitions | None, limit: int = MAX_MARKS_JSON) -> dict[str, Any]:
     """The `marks` member of `report --json` and of the HTML pages (docs/report-json.md)."""
+    if cap is None:
+        return {"total": 0, "summary": [], "events": []}
     return {
         "total": len(cap.marks),
         "summary": [r.as_json() for r in mark_rows(cap)],

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import IO
 
-from ..capture.reader import Capture
-from .base import RenderOptions, register
+from ..analyse.model import SampleProfile
+from .base import Renderer, RenderOptions, register
 from .encode import to_pprof
-from .sampled import SampledExport
 
 
 @register
-class Pprof(SampledExport):
+class Pprof(Renderer[SampleProfile]):
     name = "pprof"
+    kinds = ("sample",)
     extension = "pb.gz"
     description = "pprof profile, every sample type (go tool pprof, Pyroscope)"
     binary = True
 
-    def render(self, cap: Capture, out: IO[bytes], options: RenderOptions) -> None:
-        out.write(to_pprof(self.profile(cap)))
+    def render(self, p: SampleProfile, out: IO[bytes], options: RenderOptions) -> None:
+        out.write(to_pprof(p))

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from ..capture.reader import Capture
+from ..analyse.probes import ProbeReport
+from .base import Renderer, RenderOptions, register
+from .console import make_console
+from .marks_table import print_marks
 
 
 def fmt_ratio(value: float | None) -> str:
@@ -39,25 +42,18 @@ def print_probe_table(data: dict[str, Any], console: Console) -> None:
         console.print(f"{label} = {fmt_ratio(value)}", markup=False)
 
 
-def probe_data(cap: Capture) -> dict[str, Any]:
-    """A probe capture's META and END as ProbeResult.to_json() would give them."""
-    options = cap.meta.get("options", {})
-    end = cap.end or {}
-    counts: dict[str, int] = end.get("counts", {})
-    probes = [{**p, "count": counts.get(p["name"], 0)} for p in options.get("probes", [])]
-    return {
-        "seconds": end.get("seconds", 0.0),
-        "mechanism": options.get("mechanism", "?"),
-        "counts": counts,
-        "ratios": end.get("ratios", {}),
-        "ratio_expressions": options.get("ratios", {}),
-        "probes": probes,
-    }
+@register
+class ProbeText(Renderer[ProbeReport]):
+    name = "text"
+    kinds = ("probe",)
+    extension = "txt"
+    description = "per-function table for the terminal"
 
-
-def render_probe_text(cap: Capture, console: Console) -> None:
-    argv = " ".join(cap.meta.get("argv") or [])
-    console.print(f"leadline probe of: {argv}", markup=False)
-    if cap.end is None:
-        console.print("warning: incomplete capture: the counts were not written", markup=False)
-    print_probe_table(probe_data(cap), console)
+    def render(self, r: ProbeReport, out: IO[str], options: RenderOptions) -> None:
+        console = make_console(out, options)
+        argv = " ".join(r.capture.meta.get("argv") or [])
+        console.print(f"leadline probe of: {argv}", markup=False)
+        if not r.complete:
+            console.print("warning: incomplete capture: the counts were not written", markup=False)
+        print_probe_table(r.data, console)
+        print_marks(r.capture, console)

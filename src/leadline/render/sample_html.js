@@ -363,6 +363,10 @@
     if (meta.pid !== undefined) fact('Process', 'pid ' + str(meta.pid) + (meta.host ? ' on ' + str(meta.host) : ''));
     var started = LL.startedAt(prof.start_unix_ns || meta.start_unix_ns);
     if (started) fact('Started', started);
+    var early = obj(prof.stopped_early);
+    if (early.reason !== undefined) {
+      fact('Recording stopped', 'at ' + fmtNs(early.at_ns) + ': ' + str(early.message));
+    }
     LL.showWarning(prof.complete === false, 'profile');
   }
 

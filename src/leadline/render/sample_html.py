@@ -87,6 +87,7 @@ def _document(profile: SampleProfile) -> dict[str, Any]:
             "torn": profile.torn,
             "memory": profile.memory,
             "complete": profile.complete,
+            "stopped_early": profile.stopped_early,
         },
         "frames": [[f.name, f.file, f.line, f.func_line] for f in profile.frames],
         "threads": [[t.serial, t.pid, t.tid, t.name] for t in threads],

@@ -3,6 +3,8 @@ callees of a function as an indented tree."""
 
 from __future__ import annotations
 
+from typing import IO
+
 from rich.console import Console
 from rich.table import Table
 
@@ -16,7 +18,9 @@ from ..analyse.samples import (
     selected,
 )
 from ..errors import LeadlineError
-from .base import RenderOptions
+from .base import Renderer, RenderOptions, register
+from .console import make_console
+from .marks_table import print_marks
 from .units import fmt_bytes, fmt_ns
 
 
@@ -51,6 +55,12 @@ def header_lines(p: SampleProfile, metric: Metric, idle: bool) -> list[str]:
             "Weights: "
             + ("CPU time used by the thread" if metric == "cpu" else "RSS growth")
             + " since its previous sample"
+        )
+    if p.stopped_early:
+        gone = f"; {p.samples_lost:,} samples never reached the file" if p.samples_lost else ""
+        lines.append(
+            f"warning: recording stopped early, at {fmt_ns(p.stopped_early['at_ns'])}: "
+            f"{p.stopped_early['message']}{gone}"
         )
     if not p.complete:
         lines.append("warning: incomplete capture (not stopped cleanly); showing what was readable")
@@ -108,3 +118,16 @@ def render_sample_text(p: SampleProfile, console: Console, options: RenderOption
             f"{r.name} ({r.file}:{r.line})",
         )
     console.print(table)
+
+
+@register
+class SampleText(Renderer[SampleProfile]):
+    name = "text"
+    kinds = ("sample",)
+    extension = "txt"
+    description = "per-function table for the terminal"
+
+    def render(self, p: SampleProfile, out: IO[str], options: RenderOptions) -> None:
+        console = make_console(out, options)
+        render_sample_text(p, console, options)
+        print_marks(p.capture, console)

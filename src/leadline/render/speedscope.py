@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from typing import IO
 
-from ..capture.reader import Capture
-from .base import RenderOptions, register
+from ..analyse.model import SampleProfile
+from ..analyse.samples import default_metric
+from .base import Renderer, RenderOptions, register
 from .encode import to_speedscope
-from .sampled import SampledExport
+from .untrusted import json_text
 
 
 @register
-class Speedscope(SampledExport):
+class Speedscope(Renderer[SampleProfile]):
     name = "speedscope"
+    kinds = ("sample",)
     extension = "json"
     description = "speedscope JSON, one profile per thread, weighted by --metric"
 
-    def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
-        # ASCII JSON: names and paths from the program may hold lone surrogates.
-        p = self.profile(cap)
-        json.dump(to_speedscope(p, self.metric(p, options)), out, separators=(",", ":"))
+    def render(self, p: SampleProfile, out: IO[str], options: RenderOptions) -> None:
+        metric = options.metric or default_metric(p)
+        out.write(json_text(to_speedscope(p, metric), separators=(",", ":")))
         out.write("\n")

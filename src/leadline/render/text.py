@@ -2,36 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from typing import IO
 
-from rich.console import Console
 from rich.table import Table
 
-from ..analyse.samples import load_profile
-from ..analyse.trace import TraceProfile, analyse
-from ..capture.reader import Capture
-from .base import Renderer, RenderOptions, is_sampling, register
+from ..analyse.trace import TraceProfile
+from .base import Renderer, RenderOptions, register
+from .console import make_console
 from .marks_table import print_marks
-from .probe_text import render_probe_text
-from .sample_text import render_sample_text
 from .units import fmt_bytes, fmt_ns
-
-
-def make_console(out: IO[str], options: RenderOptions) -> Console:
-    is_tty = out.isatty()
-    no_color = bool(os.environ.get("NO_COLOR")) or options.color is False or not is_tty
-    width = options.width or (None if is_tty else max(140, shutil.get_terminal_size().columns))
-    return Console(
-        file=out,
-        no_color=no_color,
-        highlight=False,
-        width=width,
-        soft_wrap=False,
-        force_terminal=is_tty and options.color is not False,
-        emoji=False,
-    )
 
 
 def header_lines(p: TraceProfile) -> list[str]:
@@ -42,11 +21,18 @@ def header_lines(p: TraceProfile) -> list[str]:
         f"leadline trace of: {argv}",
         f"Python {cap.meta.get('python_version')}  pid {cap.meta.get('pid')}  "
         f"duration {fmt_ns(p.duration_ns)}  threads {len(p.threads)}",
-        f"events {p.events:,}  recorded {p.recorded:,}  capture {fmt_bytes(cap.size)} "
+        f"events {p.events:,}  recorded {p.recorded:,}  "
+        + (f"lost {p.lost:,}  " if p.lost else "")
+        + f"capture {fmt_bytes(cap.size)} "
         f"({per_event:.1f} bytes/event)",
         f"RSS start {fmt_bytes(p.start_rss)}  end {fmt_bytes(p.end_rss)}  "
         f"peak {fmt_bytes(p.peak_rss)}",
     ]
+    if p.stopped_early:
+        lines.append(
+            f"warning: recording stopped early, at {fmt_ns(p.stopped_early['at_ns'])}: "
+            f"{p.stopped_early['message']}; the program ran on unrecorded"
+        )
     if not cap.complete:
         why = cap.damage or "it was not stopped cleanly"
         lines.append(f"warning: incomplete capture: {why}; showing what was readable")
@@ -54,22 +40,14 @@ def header_lines(p: TraceProfile) -> list[str]:
 
 
 @register
-class TextReport(Renderer):
+class TraceText(Renderer[TraceProfile]):
     name = "text"
+    kinds = ("trace",)
     extension = "txt"
     description = "per-function table for the terminal"
 
-    def render(self, cap: Capture, out: IO[str], options: RenderOptions) -> None:
+    def render(self, p: TraceProfile, out: IO[str], options: RenderOptions) -> None:
         console = make_console(out, options)
-        if cap.meta.get("mode") == "probe":
-            render_probe_text(cap, console)
-            print_marks(cap, console)
-            return
-        if is_sampling(cap):
-            render_sample_text(load_profile(cap, options.progress), console, options)
-            print_marks(cap, console)
-            return
-        p = analyse(cap, options.progress)
         for line in header_lines(p):
             console.print(line, markup=False)
         table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
@@ -98,4 +76,4 @@ class TextReport(Renderer):
             )
         console.print()
         console.print(table)
-        print_marks(cap, console)
+        print_marks(p.capture, console)

@@ -230,9 +230,15 @@
     fact('Duration', fmtNs(summary.duration_ns));
     var ev = fmtCount(summary.events);
     if (summary.recorded !== undefined && num(summary.recorded) !== num(summary.events)) {
-      ev += ' (' + fmtCount(summary.recorded) + ' recorded)';
+      ev += ' (' + fmtCount(summary.recorded) + ' recorded' +
+        (num(summary.lost) > 0 ? ', ' + fmtCount(summary.lost) + ' lost' : '') + ')';
     }
     fact('Events', ev);
+    var early = obj(summary.stopped_early);
+    if (early.reason !== undefined) {
+      fact('Recording stopped', 'at ' + fmtNs(early.at_ns) + ': ' + str(early.message),
+        'Recording stopped before the program ended; the program ran on unrecorded');
+    }
     fact('Peak RSS', fmtBytes(summary.peak_rss));
     fact('RSS start → end', fmtBytes(summary.start_rss) + ' → ' + fmtBytes(summary.end_rss));
     fact('Threads', fmtCount(summary.threads !== undefined ? summary.threads : tree.threads.length));

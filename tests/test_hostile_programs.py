@@ -1,0 +1,372 @@
+"""Programs that do what a profiler would rather they did not behave under `leadline run -q`
+and `leadline trace -q` exactly as under `python`: the same stdout, stderr and exit status.
+
+They profile or trace themselves (sys.setprofile, sys.settrace, threading.setprofile,
+cProfile, sys.monitoring), start processes with multiprocessing's spawn method, handle, block
+and wait for signals, read piped standard input, run 300 threads and write bytes that are not
+text to standard output."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from sameworld import MODES, assert_same, compare, leadline_run, python_run
+from support import write
+
+# On 3.10 and 3.11 leadline traces through the profile function of each thread: a program
+# that sets its own replaces it (the program's keeps working), and `trace` says so at the end.
+# From 3.12 on it uses a sys.monitoring tool of its own and sees everything.
+REPLACED_WARNING = (
+    "leadline: warning: the program removed or replaced leadline's profile hook "
+    "(sys.setprofile) on {n} thread(s); events there after that are missing\n"
+)
+
+
+def compare_with_own_hooks(tmp_path: Path, name: str, replaced_threads: int) -> str:
+    """Like sameworld.compare, except that `trace` before 3.12 adds its one warning line."""
+    expected = python_run([name], tmp_path)
+    assert_same(expected, leadline_run("run", [name], tmp_path), "leadline run")
+    traced = leadline_run("trace", [name], tmp_path)
+    if sys.version_info < (3, 12) and replaced_threads:
+        expected.stderr += REPLACED_WARNING.format(n=replaced_threads)
+    assert_same(expected, traced, "leadline trace")
+    return str(expected.stdout)
+
+
+SELF_PROFILING = """\
+import atexit, sys, threading
+
+def target():
+    return 1
+
+def target2():
+    a = 1
+    b = 2
+    return a + b
+
+calls = []
+def prof(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "target":
+        calls.append(event)
+sys.setprofile(prof)
+for _ in range(5):
+    target()
+sys.setprofile(None)
+print("setprofile saw", len(calls), "calls")
+
+lines = []
+def tracer(frame, event, arg):
+    if frame.f_code.co_name != "target2":
+        return None
+    if event == "line":
+        lines.append(frame.f_lineno - target2.__code__.co_firstlineno)
+    return tracer
+sys.settrace(tracer)
+target2()
+sys.settrace(None)
+print("settrace saw lines", lines)
+
+# Its own function stays set to the end, for this thread and for new ones: leadline must not
+# take it away when it stops.
+def keep(frame, event, arg):
+    pass
+sys.setprofile(keep)
+threading.setprofile(keep)
+t = threading.Thread(target=lambda: print("a new thread has it:", sys.getprofile() is keep))
+t.start()
+t.join()
+atexit.register(lambda: print("at exit:", sys.getprofile() is keep, threading.getprofile() is keep))
+"""
+
+
+def test_a_program_with_its_own_profile_and_trace_functions(tmp_path: Path) -> None:
+    write(tmp_path, "prog.py", SELF_PROFILING)
+    out = compare_with_own_hooks(tmp_path, "prog.py", replaced_threads=1)
+    assert out == (
+        "setprofile saw 5 calls\n"
+        "settrace saw lines [1, 2, 3]\n"
+        "a new thread has it: True\n"
+        "at exit: True True\n"
+    )
+
+
+CPROFILE = """\
+import cProfile, io, pstats
+
+def target(n):
+    return sum(range(n))
+
+p = cProfile.Profile()
+p.enable()
+for i in range(7):
+    target(i)
+p.disable()
+out = io.StringIO()
+pstats.Stats(p, stream=out).print_stats("target")
+row = next(line for line in out.getvalue().splitlines() if "(target)" in line)
+print("cProfile counted", row.split()[0], "calls")
+"""
+
+
+def test_a_program_that_runs_cprofile(tmp_path: Path) -> None:
+    """cProfile takes sys.monitoring's profiler id on 3.12+: leadline must leave it free."""
+    write(tmp_path, "prog.py", CPROFILE)
+    assert compare_with_own_hooks(tmp_path, "prog.py", 1) == "cProfile counted 7 calls\n"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is new in 3.12")
+def test_a_program_with_its_own_monitoring_tool(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "prog.py",
+        """\
+        import sys
+        mon = sys.monitoring
+
+        def target():
+            return 1
+
+        starts = []
+        for tool, name in ((mon.PROFILER_ID, "mine"), (mon.COVERAGE_ID, "cov")):
+            mon.use_tool_id(tool, name)
+            mon.register_callback(tool, mon.events.PY_START, lambda code, off: starts.append(
+                code.co_name) if code.co_name == "target" else None)
+            mon.set_events(tool, mon.events.PY_START)
+        for _ in range(3):
+            target()
+        for tool in (mon.PROFILER_ID, mon.COVERAGE_ID):
+            mon.set_events(tool, 0)
+            mon.free_tool_id(tool)
+        print("monitoring saw", len(starts), "starts")
+        """,
+    )
+    assert compare(["prog.py"], tmp_path)["python"].stdout == "monitoring saw 6 starts\n"
+
+
+def test_multiprocessing_spawn(tmp_path: Path) -> None:
+    """A spawned child runs the parent's __main__ file again (as __mp_main__): it gets the
+    path python gave the parent."""
+    write(
+        tmp_path,
+        "prog.py",
+        """\
+        import multiprocessing as mp, os, sys
+
+        def square(x):
+            main = sys.modules["__mp_main__"]
+            return x * x, main.__file__
+
+        if __name__ == "__main__":
+            with mp.get_context("spawn").Pool(2) as pool:
+                results = pool.map(square, range(6))
+            print([r[0] for r in results])
+            print(sorted({r[1] for r in results}) == [__file__], os.path.isabs(__file__))
+        """,
+    )
+    out = compare(["prog.py"], tmp_path, timeout=240)["python"]
+    assert out.stdout == "[0, 1, 4, 9, 16, 25]\nTrue True\n"
+
+
+SIGNALS = """\
+import os, signal, sys, threading, time
+
+got = []
+signal.signal(signal.SIGUSR1, lambda s, f: got.append("USR1"))
+signal.signal(signal.SIGTERM, lambda s, f: got.append("TERM"))
+os.kill(os.getpid(), signal.SIGUSR1)
+os.kill(os.getpid(), signal.SIGTERM)
+print(got)
+
+# A signal blocked and waited for: it must reach this thread, not kill the process.
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+os.kill(os.getpid(), signal.SIGUSR2)
+print("sigwait:", signal.sigwait({signal.SIGUSR2}) == signal.SIGUSR2)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR2})
+
+# A signal sent from another thread must interrupt the main thread's sleep at once.
+class Woken(Exception):
+    pass
+
+def wake(signum, frame):
+    raise Woken
+
+signal.signal(signal.SIGALRM, wake)
+threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGALRM)).start()
+started = time.monotonic()
+try:
+    time.sleep(30)
+except Woken:
+    print("woken early:", time.monotonic() - started < 20)
+
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(30)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt caught")
+print("default handler:", signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+sys.stdout.flush()
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+os.kill(os.getpid(), signal.SIGTERM)
+"""
+
+
+def test_signals(tmp_path: Path) -> None:
+    write(tmp_path, "prog.py", SIGNALS)
+    out = compare(["prog.py"], tmp_path)["python"]
+    assert out.returncode == -signal.SIGTERM
+    assert out.stdout == (
+        "['USR1', 'TERM']\nsigwait: True\nwoken early: True\nKeyboardInterrupt caught\n"
+        "default handler: True\n"
+    )
+
+
+def test_signal_after_a_fork(tmp_path: Path) -> None:
+    """leadline's threads stop for a fork and start again in the parent: they still take no
+    signal meant for the program."""
+    write(
+        tmp_path,
+        "prog.py",
+        """\
+        import os, signal
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+        for _ in range(20):
+            os.kill(os.getpid(), signal.SIGUSR1)
+            assert signal.sigwait({signal.SIGUSR1}) == signal.SIGUSR1
+        print("20 waited for")
+        """,
+    )
+    assert compare(["prog.py"], tmp_path)["python"].stdout == "20 waited for\n"
+
+
+def test_piped_standard_input(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "prog.py",
+        """\
+        import hashlib, sys
+        first = sys.stdin.readline()
+        rest = sys.stdin.read()
+        print(repr(first), len(rest), hashlib.sha256(rest.encode()).hexdigest()[:16])
+        """,
+    )
+    text = "first line\n" + "".join(f"line {i}\n" for i in range(5000))
+    (tmp_path / "input.txt").write_text(text)
+    out = compare(["prog.py"], tmp_path, stdin_path=tmp_path / "input.txt")["python"]
+    assert out.stdout.startswith("'first line\\n' ")
+
+
+def test_three_hundred_threads(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "prog.py",
+        """\
+        import threading
+        results = [0] * 300
+        def work(i):
+            results[i] = sum(range(i * 100))
+        threads = [threading.Thread(target=work, args=(i,), name=f"w{i}") for i in range(300)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(sum(results), threading.active_count())
+        """,
+    )
+    out = compare(["prog.py"], tmp_path, timeout=240)["python"]
+    assert out.stdout == f"{sum(sum(range(i * 100)) for i in range(300))} 1\n"
+
+
+def test_binary_standard_output(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "prog.py",
+        """\
+        import sys
+        sys.stdout.buffer.write(bytes(range(256)) * 64)
+        sys.stdout.write("text after\\n")
+        sys.stdout.buffer.write(b"\\xff\\xfe\\x00\\r\\n")
+        """,
+    )
+    out = compare(["prog.py"], tmp_path, text=False)["python"]
+    assert out.stdout == bytes(range(256)) * 64 + b"text after\n\xff\xfe\x00\r\n"
+
+
+def test_the_modes_print_nothing_with_q(tmp_path: Path) -> None:
+    """-q keeps each mode's own summary off stderr: the comparisons above rely on it."""
+    write(tmp_path, "prog.py", "print('hello')\n")
+    for mode in MODES:
+        r = leadline_run(mode, ["prog.py"], tmp_path)
+        assert (r.returncode, r.stdout, r.stderr) == (0, "hello\n", "")
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="profile functions: 3.10 and 3.11")
+def test_trace_refuses_over_a_profile_function_for_new_threads(tmp_path: Path) -> None:
+    """A function the program set for new threads (threading.setprofile) would be replaced for
+    the threads started while tracing, then lost: leadline refuses, and leaves it set."""
+    write(
+        tmp_path,
+        "prog.py",
+        f"""\
+        import threading, leadline
+        def mine(frame, event, arg):
+            pass
+        threading.setprofile(mine)
+        try:
+            with leadline.trace({str(tmp_path / "x.lead")!r}):
+                pass
+        except Exception as e:
+            print(type(e).__name__, e)
+        print("still set:", threading.getprofile() is mine)
+        """,
+    )
+    out = python_run(["prog.py"], tmp_path)
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("LeadlineError another profiler is active for new threads")
+    assert lines[1:] == ["still set: True"]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is new in 3.12")
+def test_trace_takes_a_free_tool_id_or_refuses(tmp_path: Path) -> None:
+    """leadline takes 4, else 3, else 2; with all three held by the program it refuses in one
+    line and leaves the program's tools as they are."""
+    write(
+        tmp_path,
+        "prog.py",
+        f"""\
+        import sys, leadline
+        mon = sys.monitoring
+        def traced_tool(taken):
+            for tool in taken:
+                mon.use_tool_id(tool, f"mine{{tool}}")
+            try:
+                with leadline.trace({str(tmp_path / "x.lead")!r}):
+                    print("leadline took", [t for t in (2, 3, 4) if mon.get_tool(t) == "leadline"])
+            except Exception as e:
+                print(type(e).__name__, e)
+            print("mine:", [mon.get_tool(t) for t in taken])
+            for tool in taken:
+                mon.free_tool_id(tool)
+        traced_tool([])
+        traced_tool([4])
+        traced_tool([3, 4])
+        traced_tool([2, 3, 4])
+        """,
+    )
+    out = python_run(["prog.py"], tmp_path)
+    assert out.stdout.splitlines() == [
+        "leadline took [4]",
+        "mine: []",
+        "leadline took [3]",
+        "mine: ['mine4']",
+        "leadline took [2]",
+        "mine: ['mine3', 'mine4']",
+        "LeadlineError no free sys.monitoring tool id for leadline (2: mine2, 3: mine3, 4: mine4)",
+        "mine: ['mine2', 'mine3', 'mine4']",
+    ], out.stderr

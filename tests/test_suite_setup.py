@@ -1,0 +1,66 @@
+"""The test suite's own set-up: it runs from the repository root as from tests/, a test that
+needs something missing says so, and a child that hangs shows where."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+
+import pytest
+from support import PY, ROOT, ChildTimeout, run
+
+
+def collected(cwd: str, *args: str) -> set[str]:
+    r = run([PY, "-m", "pytest", "--collect-only", "-q", *args], cwd=cwd, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ids = {line.strip() for line in r.stdout.splitlines() if "::" in line}
+    return {i.removeprefix("tests/") for i in ids}
+
+
+def test_the_suite_collects_alike_from_the_root_and_from_tests() -> None:
+    from_root = collected(str(ROOT))
+    from_tests = collected(str(ROOT / "tests"))
+    assert from_root == from_tests
+    assert len(from_root) > 200
+    assert any(i.startswith("fleet/") for i in from_root)  # collected, skipped without --fleet
+    assert "test_suite_setup.py::test_the_suite_collects_alike_from_the_root_and_from_tests" in (
+        from_root
+    )
+
+
+def test_a_test_needing_go_says_so_when_go_is_missing() -> None:
+    # PATH without any folder that has a `go`.
+    path = os.pathsep.join(
+        d
+        for d in os.environ.get("PATH", "").split(os.pathsep)
+        if d and not shutil.which("go", path=d)
+    )
+    r = run(
+        [PY, "-m", "pytest", "-q", "-rs", "test_export_formats.py", "-k", "go_tool_pprof"],
+        cwd=str(ROOT / "tests"),
+        env={**os.environ, "PATH": path},
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"SKIPPED \[1\] .*needs Go .*: go is not installed", r.stdout), r.stdout
+    assert "1 skipped" in r.stdout
+
+
+def test_a_hung_child_shows_its_stacks() -> None:
+    code = (
+        "import threading, time\n"
+        "def waiting_in_a_thread():\n"
+        "    time.sleep(60)\n"
+        "threading.Thread(target=waiting_in_a_thread, daemon=True).start()\n"
+        "def stuck_in_main():\n"
+        "    time.sleep(60)\n"
+        "stuck_in_main()\n"
+    )
+    with pytest.raises(ChildTimeout) as e:
+        run([sys.executable, "-c", code], timeout=3)
+    message = str(e.value)
+    assert "did not finish within 3 s" in message
+    # faulthandler's dump of every thread: the main thread's and the other thread's frames.
+    assert "in stuck_in_main" in message and "in waiting_in_a_thread" in message, message
