@@ -304,45 +304,43 @@ def wait_until(predicate: object, timeout: float = 30.0) -> None:
 @pytest.mark.parametrize("behaviour", ["backlog", "silent", "trickle", "half"])
 def test_a_request_ends_by_its_deadline(behaviour: str) -> None:
     """Socket timeouts are per operation: a server that trickles its answer, or sends half of
-    it, would hold a request for ever without an overall deadline."""
+    it, would hold a request for ever without an overall deadline.  The reason says which of
+    the two ended it: the deadline (0.5 s away), not the socket timeout (60 s)."""
     with Peer(behaviour, delay=0.05) as peer:
         start = time.monotonic()
         with pytest.raises(HTTPFailure) as failure:
             request(
-                Endpoint(peer.url, timeout_s=5.0), "POST", "/ingest", b"profile", {},
+                Endpoint(peer.url, timeout_s=60.0), "POST", "/ingest", b"profile", {},
                 deadline=lambda: start + 0.5,
             )  # fmt: skip
-        took = time.monotonic() - start
     assert failure.value.status == 0 and failure.value.retryable
-    assert "no complete answer in the time a request has" in failure.value.reason
-    assert 0.45 <= took < 0.5 + 1.0  # by the deadline, far from the 5 s socket timeout
+    assert failure.value.reason == "no complete answer in the time a request has"
 
 
 def test_a_request_with_a_deadline_still_gets_a_late_answer() -> None:
     with Peer("late", delay=0.3) as peer:
         start = time.monotonic()
         got = request(
-            Endpoint(peer.url, timeout_s=5.0), "POST", "/ingest", b"p", {},
-            deadline=lambda: start + 5.0,
+            Endpoint(peer.url, timeout_s=60.0), "POST", "/ingest", b"p", {},
+            deadline=lambda: start + 60.0,
         )  # fmt: skip
-    assert got == b"" and time.monotonic() - start >= 0.3
+        assert got == b"" and peer.connections == 1
 
 
 def test_close_returns_by_its_deadline_and_spools_what_was_in_flight(tmp_path: Path) -> None:
-    """The delivery thread is in a request (a 10 s socket timeout) to a server that never
-    answers: close() returns by its deadline and the profile in flight is in the spool with the
+    """The delivery thread is in a request (a 60 s socket timeout) to a server that never
+    answers: close() returns by its deadline, abandoning the request (the warning names the
+    deadline, not the socket timeout), and the profile in flight is in the spool with the
     others, oldest first, for the next process."""
     warnings: list[str] = []
     with Peer("silent") as peer:
-        d = Delivery(Endpoint(peer.url), tmp_path / "spool", warn=warnings.append)
+        d = Delivery(Endpoint(peer.url, timeout_s=60.0), tmp_path / "spool", warn=warnings.append)
         d.submit(upload(0))
         wait_until(lambda: peer.connections >= 1)  # upload 0 is in flight
         d.submit(upload(1))
         d.submit(upload(2))
-        start = time.monotonic()
         stats = d.close(0.5)
-        took = time.monotonic() - start
-    assert took < 0.5 + 0.5, took  # not the 10 s the request could still wait
+        assert d._thread.is_alive()  # still in its request: abandoned, not waited for
     assert (stats.delivered, stats.spooled, stats.dropped) == (0, 3, 0)
     again = Spool(tmp_path / "spool", 1 << 20)
     names = []

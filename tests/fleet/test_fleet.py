@@ -375,27 +375,25 @@ def test_the_start_up_hook_pushes_an_unmodified_program(
 
 
 def test_a_silent_server_at_exit_loses_nothing(server: PyroscopeServer, tmp_path: Path) -> None:
-    """The first run pushes to a server that accepts connections and never answers: it exits
-    within its flush deadline, its profiles in the spool; the next run delivers them to the
-    real server, and every sample of both runs is there."""
+    """The first run pushes to a server that accepts connections and never answers: its flush
+    deadline abandons the request still waiting (a 10 s timeout), its profiles in the spool;
+    the next run delivers them to the real server, and every sample of both runs is there."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
     from ingest_peers import Peer
 
     program(tmp_path)
     env = env_with(tmp_path, SECONDS="3", LEADLINE_PUSH_FLUSH="1")
     with Peer("silent") as silent:
-        start = time.monotonic()
         first = subprocess.run(
             push_cmd(silent.url, "fleet-silent"), cwd=tmp_path, env=env, capture_output=True,
             text=True, timeout=120,
         )  # fmt: skip
-        took = time.monotonic() - start
         assert silent.connections >= 1
     assert first.returncode == 0 and first.stdout == "done\n", first.stderr
     s1 = summary(first.stderr)
     assert s1["pushed"] == 0 and s1["spooled"] >= 2 and s1["dropped"] == 0, s1
-    # 3 s of program, 1 s of flush: far from the 10 s a request may wait (the old exit).
-    assert took < 3 + 1 + 5, took
+    # Abandoned by the deadline, not ended by the request's own timeout (the old exit waited).
+    assert "(no answer within the 1 s given at exit)" in first.stderr, first.stderr
     second = subprocess.run(
         push_cmd(server.url, "fleet-silent"), cwd=tmp_path, env={**env, "SECONDS": "1"},
         capture_output=True, text=True, timeout=120,
