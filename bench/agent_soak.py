@@ -60,7 +60,7 @@ import common
 
 sys.path.insert(0, str(common.REPO / "tools"))
 
-from ingest_peers import Peer
+from ingest_peers import Peer, agent_summary
 
 BEHAVIOURS: dict[str, tuple[str, dict[str, Any]]] = {
     "down": ("down", {}),
@@ -97,11 +97,6 @@ PROGRAM = """
         time.sleep(0.005)
     print("END", repr(time.time()), flush=True)
 """
-
-SUMMARY = re.compile(
-    r"leadline: ([\d,]+) samples in (\d+) periods; (\d+) profiles pushed to \S+ "
-    r"\(([\d,]+) bytes\), (\d+) spooled, (\d+) dropped"
-)
 
 
 @dataclass
@@ -266,10 +261,9 @@ def verdict(soak: Soak, args: argparse.Namespace, warm_s: float) -> dict[str, An
     }
     m = re.search(r"^END (\S+)$", soak.stdout, re.M)
     out["exit_delay_s"] = soak.gone_at - float(m.group(1)) if m else None
-    s = SUMMARY.search(soak.stderr)
-    if s:
-        keys = ("samples", "periods", "pushed", "bytes", "spooled", "dropped")
-        out["agent"] = {k: int(v.replace(",", "")) for k, v in zip(keys, s.groups(), strict=True)}
+    agent = agent_summary(soak.stderr)
+    if agent is not None:
+        out["agent"] = agent
     out["stderr"] = [line for line in soak.stderr.splitlines() if line.strip()][-6:]
     failures: list[str] = []
     # What the program was while it ran: the exit (sampler stopped, pipe closed, the last
@@ -337,12 +331,10 @@ def verdict_text(b: dict[str, Any]) -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    m = report["machine"]
     lines = [
         f"# The fleet agent's soak: Python {report['python']['version']}",
         "",
-        f"`{report['command']}`, {report['date']}; {m['nproc']} CPUs ({m['cpu']}), load "
-        f"{m['load_before']:.2f} before, {m.get('load_after', 0):.2f} after.  "
+        f"`{report['command']}`, {report['date']}; {common.cpus_and_load(report['machine'])}.  "
         f"{report['seconds']:g} s per behaviour "
         f"({'at once' if report['parallel'] else 'one after another'}), "
         f"a profile every {report['interval']:g} s, retries at most {report['backoff_max']:g} s "

@@ -16,7 +16,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import re
 import resource
 import shutil
 import subprocess
@@ -31,7 +30,7 @@ from support import PY, ROOT, run, write
 
 sys.path.insert(0, str(ROOT / "tools"))
 
-from ingest_peers import Peer
+from ingest_peers import Peer, agent_summary
 
 from leadline.capture.foreign import read_pprof
 from leadline.fleet.delivery import Upload
@@ -55,17 +54,11 @@ PROGRAM = """
     print("END", repr(time.time()), flush=True)
 """
 
-SUMMARY = re.compile(
-    r"leadline: ([\d,]+) samples in (\d+) periods; (\d+) profiles pushed to \S+ "
-    r"\(([\d,]+) bytes\), (\d+) spooled, (\d+) dropped"
-)
-
 
 def summary(stderr: str) -> dict[str, int]:
-    m = SUMMARY.search(stderr)
-    assert m, stderr
-    keys = ("samples", "periods", "pushed", "bytes", "spooled", "dropped")
-    return {k: int(v.replace(",", "")) for k, v in zip(keys, m.groups(), strict=True)}
+    counts = agent_summary(stderr)
+    assert counts is not None, stderr
+    return counts
 
 
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:

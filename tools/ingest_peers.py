@@ -17,11 +17,15 @@ Behaviours (:data:`BEHAVIOURS`):
 
 Every connection is served on its own daemon thread until the client goes away or the peer is
 closed; closing the peer closes every connection it holds, so a test leaves nothing open.
+
+:func:`agent_summary` reads the counts of the line ``leadline run --push`` ends with, which the
+tests and the benchmark compare with what the peer or the spool got.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 import urllib.parse
@@ -29,6 +33,21 @@ from types import TracebackType
 
 BEHAVIOURS = ("ok", "down", "status", "late", "silent", "trickle", "half", "backlog")
 LOCAL = "127.0.0.1"
+
+# The last line of `leadline run --push` (leadline/commands/run.py).
+SUMMARY = re.compile(
+    r"leadline: ([\d,]+) samples in (\d+) periods; (\d+) profiles pushed to \S+ "
+    r"\(([\d,]+) bytes\), (\d+) spooled, (\d+) dropped"
+)
+SUMMARY_KEYS = ("samples", "periods", "pushed", "bytes", "spooled", "dropped")
+
+
+def agent_summary(stderr: str) -> dict[str, int] | None:
+    """The counts of the agent's summary line in `stderr`, or None if it has none."""
+    m = SUMMARY.search(stderr)
+    if m is None:
+        return None
+    return {k: int(v.replace(",", "")) for k, v in zip(SUMMARY_KEYS, m.groups(), strict=True)}
 
 
 class Peer:

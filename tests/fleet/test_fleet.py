@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import resource
 import socket
 import subprocess
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 from fleetlib import AuthProxy, connect_json
+from ingest_peers import Peer, agent_summary
 from pyroscope_server import PyroscopeServer
 
 from leadline.capture.foreign import read_pprof
@@ -69,17 +69,10 @@ def env_with(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-SUMMARY = re.compile(
-    r"leadline: ([\d,]+) samples in (\d+) periods; (\d+) profiles pushed to \S+ "
-    r"\(([\d,]+) bytes\), (\d+) spooled, (\d+) dropped"
-)
-
-
 def summary(stderr: str) -> dict[str, int]:
-    m = SUMMARY.search(stderr)
-    assert m, stderr
-    keys = ("samples", "periods", "pushed", "bytes", "spooled", "dropped")
-    return {k: int(v.replace(",", "")) for k, v in zip(keys, m.groups(), strict=True)}
+    counts = agent_summary(stderr)
+    assert counts is not None, stderr
+    return counts
 
 
 def fleet(server: PyroscopeServer, service: str, query: str = "", ptype: str = "samples") -> Any:
@@ -204,15 +197,22 @@ def test_spooled_profiles_are_delivered_by_the_next_run(
     assert s1["pushed"] == 0 and s1["spooled"] >= 2 and s1["dropped"] == 0, s1
     waiting = sorted(p.name for p in (tmp_path / "spool").iterdir())
     assert len(waiting) == s1["spooled"] and all(n.endswith(".upload") for n in waiting)
+    next_run_delivers(server, tmp_path, env, "fleet-spool", s1)
 
+
+def next_run_delivers(
+    server: PyroscopeServer, tmp_path: Path, env: dict[str, str], service: str, s1: dict[str, int]
+) -> None:
+    """A second run of `service` delivers first what the first (summary `s1`) left in the
+    spool: every sample of both runs is in the server."""
     second = subprocess.run(
-        push_cmd(server.url, "fleet-spool"), cwd=tmp_path, env={**env, "SECONDS": "1"},
+        push_cmd(server.url, service), cwd=tmp_path, env={**env, "SECONDS": "1"},
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert second.returncode == 0, second.stderr
     s2 = summary(second.stderr)
     assert s2["pushed"] >= s1["spooled"] + 1 and s2["spooled"] == 0, s2
-    assert total(fleet(server, "fleet-spool")) == s1["samples"] + s2["samples"]
+    assert total(fleet(server, service)) == s1["samples"] + s2["samples"]
 
 
 def test_token_over_tls(server: PyroscopeServer, tmp_path: Path) -> None:
@@ -378,9 +378,6 @@ def test_a_silent_server_at_exit_loses_nothing(server: PyroscopeServer, tmp_path
     """The first run pushes to a server that accepts connections and never answers: its flush
     deadline abandons the request still waiting (a 10 s timeout), its profiles in the spool;
     the next run delivers them to the real server, and every sample of both runs is there."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-    from ingest_peers import Peer
-
     program(tmp_path)
     env = env_with(tmp_path, SECONDS="3", LEADLINE_PUSH_FLUSH="1")
     with Peer("silent") as silent:
@@ -394,11 +391,4 @@ def test_a_silent_server_at_exit_loses_nothing(server: PyroscopeServer, tmp_path
     assert s1["pushed"] == 0 and s1["spooled"] >= 2 and s1["dropped"] == 0, s1
     # Abandoned by the deadline, not ended by the request's own timeout (the old exit waited).
     assert "(no answer within the 1 s given at exit)" in first.stderr, first.stderr
-    second = subprocess.run(
-        push_cmd(server.url, "fleet-silent"), cwd=tmp_path, env={**env, "SECONDS": "1"},
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert second.returncode == 0, second.stderr
-    s2 = summary(second.stderr)
-    assert s2["pushed"] >= s1["spooled"] + 1 and s2["spooled"] == 0, s2
-    assert total(fleet(server, "fleet-silent")) == s1["samples"] + s2["samples"]
+    next_run_delivers(server, tmp_path, env, "fleet-silent", s1)
