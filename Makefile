@@ -27,7 +27,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := $(shell find src -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.pyi' -o -name '*.js' -o -name '*.css' -o -name '*.pth') setup.py pyproject.toml
 
-.PHONY: all venv build demo test test-loaded test-fleet lint bench bench-sampling bench-stdlib bench-agent bench-marks valgrind sanitize fuzz clean
+.PHONY: all venv build demo test test-loaded test-fleet lint bench bench-sampling bench-stdlib bench-agent bench-soak bench-marks valgrind sanitize fuzz clean
 
 all: build
 
@@ -158,6 +158,12 @@ bench-stdlib: build
 bench-agent: build
 	@sh tools/build_pyroscope.sh >/dev/null
 	$(BIN)/python bench/agent.py --rounds 7
+
+# The fleet agent for 10 minutes against each of a server that is down, slow and failing (HTTP
+# 500): its memory, descriptors and spool must stay flat.  SOAK_ARGS="--seconds 60" is shorter.
+SOAK_ARGS ?=
+bench-soak: build
+	$(BIN)/python bench/agent_soak.py $(SOAK_ARGS)
 
 # leadline.mark() disabled and enabled against logging.debug disabled and a no-op function.
 bench-marks: build

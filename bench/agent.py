@@ -81,9 +81,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"# The fleet agent on the call-dense workload, Python {report['python']['version']}",
         "",
         f"`{report['command']}`, {report['date']}; {report['rounds']} interleaved rounds; "
-        f"{report['machine']['nproc']} CPUs ({report['machine']['cpu']}), load "
-        f"{report['machine']['load_before']:.2f} before, "
-        f"{report['machine'].get('load_after', 0):.2f} after.",
+        f"{common.cpus_and_load(report['machine'])}.",
         "",
         "| candidate | runs ok | cpu s | cpu/base (range) | wall s | wall/base | "
         "samples in server | server cpu s |",

@@ -268,6 +268,14 @@ def machine() -> dict[str, Any]:
     }
 
 
+def cpus_and_load(m: dict[str, Any]) -> str:
+    """`machine()`'s CPUs and the load average before and after the runs, in a few words."""
+    return (
+        f"{m['nproc']} CPUs ({m['cpu']}), load {m['load_before']:.2f} before, "
+        f"{m.get('load_after', 0):.2f} after"
+    )
+
+
 def python_info(python: str, packages: Sequence[str]) -> dict[str, Any]:
     code = (
         "import json, platform, sys, importlib.metadata as md\n"

@@ -4,23 +4,39 @@ end-to-end tests against a real Pyroscope server are in fleet/ (`make test-fleet
 
 from __future__ import annotations
 
+import errno
 import os
+import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from support import ROOT
 
 import leadline
 from leadline.analyse.samples import load_profile
 from leadline.capture.foreign import read_pprof
 from leadline.capture.reader import Capture, CaptureStream
 from leadline.errors import LeadlineError
-from leadline.fleet.agent import AgentConfig
-from leadline.fleet.delivery import Delivery, Endpoint, Spool, Upload, safe_url
+from leadline.fleet import agent as agent_module
+from leadline.fleet.agent import Agent, AgentConfig
+from leadline.fleet.delivery import (
+    Delivery,
+    Endpoint,
+    HTTPFailure,
+    Spool,
+    Upload,
+    request,
+    safe_url,
+)
 from leadline.fleet.pyroscope import app_name, ingest_params, parse_fleet_url, parse_time
 from leadline.render.encode import to_pprof
+
+sys.path.insert(0, str(ROOT / "tools"))
+
+from ingest_peers import Peer
 
 
 def upload(i: int, size: int = 100) -> Upload:
@@ -236,8 +252,8 @@ def test_start_agent_needs_a_url(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_capture_stream_reads_a_capture_fed_in_pieces(tmp_path: Path) -> None:
     path = tmp_path / "s.lead"
     with leadline.profile(path, rate=500, mode="cpu"):
-        t = time.perf_counter()
-        while time.perf_counter() - t < 0.3:
+        t = time.thread_time()  # CPU time: a busy machine's queueing adds no samples in cpu mode
+        while time.thread_time() - t < 0.3:
             sum(i * i for i in range(1000))
     data = path.read_bytes()
     stream = CaptureStream()
@@ -272,3 +288,227 @@ def test_pprof_without_sample_labels(tmp_path: Path) -> None:
     prof = read_pprof("x.pb.gz", raw, "cpu")
     assert prof.unit == "nanoseconds" and prof.stacks
     os.environ.pop("LEADLINE_PUSH", None)
+
+
+# -- a request's deadline, close()'s deadline ---------------------------------------------------
+
+
+def wait_until(predicate: object, timeout: float = 30.0) -> None:
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("behaviour", ["backlog", "silent", "trickle", "half"])
+def test_a_request_ends_by_its_deadline(behaviour: str) -> None:
+    """Socket timeouts are per operation: a server that trickles its answer, or sends half of
+    it, would hold a request for ever without an overall deadline.  The reason says which of
+    the two ended it: the deadline (0.5 s away), not the socket timeout (60 s)."""
+    with Peer(behaviour, delay=0.05) as peer:
+        start = time.monotonic()
+        with pytest.raises(HTTPFailure) as failure:
+            request(
+                Endpoint(peer.url, timeout_s=60.0), "POST", "/ingest", b"profile", {},
+                deadline=lambda: start + 0.5,
+            )  # fmt: skip
+    assert failure.value.status == 0 and failure.value.retryable
+    assert failure.value.reason == "no complete answer in the time a request has"
+
+
+def test_a_request_with_a_deadline_still_gets_a_late_answer() -> None:
+    with Peer("late", delay=0.3) as peer:
+        start = time.monotonic()
+        got = request(
+            Endpoint(peer.url, timeout_s=60.0), "POST", "/ingest", b"p", {},
+            deadline=lambda: start + 60.0,
+        )  # fmt: skip
+        assert got == b"" and peer.connections == 1
+
+
+def test_close_returns_by_its_deadline_and_spools_what_was_in_flight(tmp_path: Path) -> None:
+    """The delivery thread is in a request (a 60 s socket timeout) to a server that never
+    answers: close() returns by its deadline, abandoning the request (the warning names the
+    deadline, not the socket timeout), and the profile in flight is in the spool with the
+    others, oldest first, for the next process."""
+    warnings: list[str] = []
+    with Peer("silent") as peer:
+        d = Delivery(Endpoint(peer.url, timeout_s=60.0), tmp_path / "spool", warn=warnings.append)
+        d.submit(upload(0))
+        wait_until(lambda: peer.connections >= 1)  # upload 0 is in flight
+        d.submit(upload(1))
+        d.submit(upload(2))
+        stats = d.close(0.5)
+        assert d._thread.is_alive()  # still in its request: abandoned, not waited for
+    assert (stats.delivered, stats.spooled, stats.dropped) == (0, 3, 0)
+    again = Spool(tmp_path / "spool", 1 << 20)
+    names = []
+    while (head := again.oldest()) is not None:
+        names.append(head[1].params["name"])
+        again.done(head[0])
+    assert names == ["svc{n=0}", "svc{n=1}", "svc{n=2}"]
+    assert len(warnings) == 1 and "no answer within the 0.5 s given at exit" in warnings[0]
+    assert "3 left in the spool" in warnings[0]
+
+
+def test_profiles_waiting_in_memory_are_bounded(tmp_path: Path) -> None:
+    """While the thread is stuck in a request, at most `queue_cap` profiles wait in memory;
+    beyond, the oldest of them is dropped and counted."""
+    with Peer("silent") as peer:
+        d = Delivery(Endpoint(peer.url), tmp_path / "spool", queue_cap=4, warn=lambda _: None)
+        d.submit(upload(0))
+        wait_until(lambda: peer.connections >= 1)
+        for i in range(1, 10):
+            d.submit(upload(i))
+        stats = d.close(0.3)
+    assert (stats.spooled, stats.dropped) == (5, 5)
+    kept = sorted(Upload.from_bytes(p.read_bytes()).params["name"]
+                  for p in (tmp_path / "spool").iterdir())  # fmt: skip
+    assert kept == [f"svc{{n={i}}}" for i in (0, 6, 7, 8, 9)]
+
+
+# -- a spool that cannot be written -------------------------------------------------------------
+
+
+def test_a_spool_write_that_fails_leaves_nothing(tmp_path: Path) -> None:
+    """A write cut short (here by the file size limit: EFBIG after 64 bytes, as ENOSPC on a
+    full disk) leaves no partial file and says why; the next write, once it can succeed,
+    does."""
+    spool = Spool(tmp_path, 1 << 20)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64, hard))
+    try:
+        stored = spool.put(upload(1))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert not stored and len(spool) == 0
+    assert spool.error is not None and spool.error.errno == errno.EFBIG and not spool.full
+    assert list(tmp_path.iterdir()) == []
+    assert spool.put(upload(2)) and spool.error is None and len(spool) == 1
+
+
+def test_a_spool_directory_that_goes_and_comes_back(tmp_path: Path) -> None:
+    where = tmp_path / "spool"
+    spool = Spool(where, 1 << 20)
+    where.rmdir()
+    where.write_text("not a directory")
+    assert not spool.put(upload(1)) and spool.error is not None
+    where.unlink()
+    assert spool.put(upload(2)) and len(spool) == 1  # made again, at the next write
+
+
+def test_adopting_removes_partial_files_of_dead_processes(tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    pid = int(dead.stdout)
+    partial = tmp_path / f".{1:020d}-{pid}-000001.p{pid}.tmp"
+    partial.write_bytes(b"half a prof")
+    live = tmp_path / f".{2:020d}-1-000001.p1.tmp"  # pid 1 is alive: it may be writing
+    live.write_bytes(b"being written")
+    Spool(tmp_path, 1 << 20)
+    assert not partial.exists() and live.exists()
+
+
+def test_files_named_with_our_own_pid_are_an_earlier_process_s(tmp_path: Path) -> None:
+    """A container's program has the same PID every time: what a crashed run of it left is
+    adopted by the next, although a process with that PID (itself) is alive."""
+    me = os.getpid()
+    (tmp_path / f"{1:020d}-{me}-000001.p{me}").write_bytes(upload(1).to_bytes())
+    (tmp_path / f".{2:020d}-{me}-000002.p{me}.tmp").write_bytes(b"half")
+    spool = Spool(tmp_path, 1 << 20)
+    head = spool.oldest()
+    assert len(spool) == 1 and head is not None and head[1] == upload(1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{1:020d}-{me}-000001.p{me}"]
+
+
+def test_delivery_goes_on_when_the_spool_cannot_be_written(tmp_path: Path) -> None:
+    """The spool's path is a file: while the server fails, profiles wait in memory (one
+    warning); the thread goes on, and delivers them, in order, once the server answers."""
+    (tmp_path / "spool").write_text("in the way")
+    warnings: list[str] = []
+    with Peer("status", status=500) as peer:
+        d = Delivery(
+            Endpoint(peer.url), tmp_path / "spool", warn=warnings.append, backoff_s=(0.05, 0.1)
+        )
+        for i in range(3):
+            d.submit(upload(i))
+        wait_until(lambda: peer.connections >= 3)  # retried, and refused, again and again
+        peer.behaviour = "ok"
+        for i in range(3, 5):
+            d.submit(upload(i))
+        wait_until(lambda: len(peer.received) == 5)
+        stats = d.close(1.0)
+        received = [q["name"] for q, _ in peer.received]
+    assert received == [f"svc{{n={i}}}" for i in range(5)]
+    assert (stats.delivered, stats.spooled, stats.dropped) == (5, 0, 0)
+    assert [w.split(" (")[0] for w in warnings] == [
+        f"leadline: cannot push profiles to {peer.url}",
+        f"leadline: cannot write to the spool {tmp_path / 'spool'}",
+        f"leadline: {peer.url} is reachable again; delivering",
+    ], warnings
+
+
+def test_without_a_spool_memory_keeps_the_latest(tmp_path: Path) -> None:
+    """No spool and no server: the latest `queue_cap` profiles wait in memory, the older are
+    dropped and counted; what waits is lost at exit, counted too."""
+    (tmp_path / "spool").write_text("in the way")
+    with Peer("status", status=500) as peer:
+        d = Delivery(
+            Endpoint(peer.url), tmp_path / "spool", queue_cap=2, warn=lambda _: None,
+            backoff_s=(0.05, 0.1),
+        )  # fmt: skip
+        for i in range(5):
+            d.submit(upload(i))
+        wait_until(lambda: peer.connections >= 3)
+        peer.behaviour = "ok"
+        wait_until(lambda: len(peer.received) == 2)
+        assert [q["name"] for q, _ in peer.received] == ["svc{n=3}", "svc{n=4}"]
+        assert d.stats.dropped == 3
+        peer.behaviour = "status"
+        d.submit(upload(5))
+        wait_until(lambda: peer.connections >= 5)
+        stats = d.close(0.5)
+    assert (stats.delivered, stats.spooled, stats.dropped) == (2, 0, 4)
+
+
+# -- an agent that cannot start ------------------------------------------------------------------
+
+
+def test_an_agent_whose_start_failed_is_not_kept(tmp_path: Path) -> None:
+    with leadline.profile(tmp_path / "p.lead"):
+        with pytest.raises(LeadlineError, match="another leadline profile is already running"):
+            leadline.start_agent("http://127.0.0.1:9", service="x", spool_dir=tmp_path / "s")
+    assert agent_module._agent is None
+    assert leadline.stop_agent() is None
+    never = Agent(AgentConfig(url="http://127.0.0.1:9", service="x", spool_dir=tmp_path / "s"))
+    assert never.stop() is None  # nothing to stop, nothing raised
+
+
+def test_the_start_up_hook_runs_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LEADLINE_PUSH", "http://127.0.0.1:9")
+    monkeypatch.setenv("LEADLINE_PUSH_INTERVAL", "soon")
+    monkeypatch.setattr(agent_module, "_autostarted", False)
+    agent_module.autostart()
+    agent_module.autostart()  # site-packages read twice, as a 3.11 venv does
+    assert capsys.readouterr().err == (
+        "leadline: the profiling agent did not start: "
+        "LEADLINE_PUSH_INTERVAL='soon' is not a number\n"
+    )
+
+
+def test_release_at_exit_is_bounded_in_time(tmp_path: Path) -> None:
+    """At exit the spool's files are renamed for the next process only while close() has time:
+    those left with this process's name are adopted all the same."""
+    spool = Spool(tmp_path, 1 << 20)
+    for i in range(5):
+        spool.put(upload(i))
+    spool.release(until=time.monotonic())  # no time left: nothing renamed
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 5 and all(n.endswith(f".p{os.getpid()}") for n in names)
+    again = Spool(tmp_path, 1 << 20)
+    assert len(again) == 5
+    again.release()
+    assert all(p.name.endswith(".upload") for p in tmp_path.iterdir())

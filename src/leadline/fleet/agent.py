@@ -174,21 +174,22 @@ class Agent(Profiler):
 
     def _start(self) -> None:
         spool = self.config.spool_dir or default_spool_dir(self.config.service)
-        # The agent's threads, like the sampler's, never take a signal meant for the program.
-        try:
-            with signals_blocked():
-                self._delivery = Delivery(
-                    self.endpoint,
-                    spool,
-                    int(self.config.spool_cap_mb * 2**20),
-                    backoff_s=(min(0.5, self.config.backoff_max_s), self.config.backoff_max_s),
-                )
-        except OSError as e:
-            raise LeadlineError(f"cannot use the spool directory {spool}: {e.strerror}") from None
+        # A spool that cannot be written (a read-only file system, a full disk, a directory
+        # that cannot be made) does not stop the agent: profiles still go to the server, and
+        # a write that fails is reported when it happens (delivery.Delivery._put).  The
+        # agent's threads, like the sampler's, never take a signal meant for the program.
+        with signals_blocked():
+            self._delivery = Delivery(
+                self.endpoint,
+                spool,
+                int(self.config.spool_cap_mb * 2**20),
+                backoff_s=(min(0.5, self.config.backoff_max_s), self.config.backoff_max_s),
+            )
         try:
             super()._start()
         except BaseException:
             self._delivery.close(0.0)
+            self._delivery = None
             raise
         self._period_start_ns = time.time_ns()
         self._reader = threading.Thread(target=self._read, name="leadline-agent", daemon=True)
@@ -265,6 +266,8 @@ class Agent(Profiler):
     def stop(self) -> Any:
         if self.record is not None:
             return self.record
+        if self._delivery is None:  # never started (its start failed): nothing to stop
+            return None
         if os.getpid() != self.pid:  # a forked child: its parent's threads are not here
             with contextlib.suppress(OSError):
                 os.close(self._pipe_r)  # or the parent's reader never sees the pipe's end
@@ -352,17 +355,22 @@ def start_agent(
 
 
 def _start(config: AgentConfig) -> Agent:
+    _check_none_running()
     agent = Agent(config)
+    agent.start()  # registered once started: one that failed leaves nothing to stop at exit
     register(agent)
-    agent.start()
     return agent
+
+
+def _check_none_running() -> None:
+    if _agent is not None and _agent.record is None:
+        raise LeadlineError("a leadline agent is already running in this process")
 
 
 def register(agent: Agent) -> None:
     """Make `agent` this process's agent: stopped at exit, restarted in forked children."""
     global _agent, _config_for_children
-    if _agent is not None and _agent.record is None:
-        raise LeadlineError("a leadline agent is already running in this process")
+    _check_none_running()
     _agent = agent
     _config_for_children = agent.config
 
@@ -387,8 +395,18 @@ def _after_fork_in_child() -> None:
         _start(_config_for_children)
 
 
+def _stop_at_exit() -> None:
+    """The exit handler: an exit handler's exception is a traceback on the program's stderr,
+    which the agent must never add."""
+    try:
+        stop_agent()
+    except Exception as e:
+        with contextlib.suppress(Exception):
+            print(f"leadline: the profiling agent did not stop cleanly: {e}", file=sys.stderr)
+
+
 os.register_at_fork(after_in_child=_after_fork_in_child)
-atexit.register(stop_agent)
+atexit.register(_stop_at_exit)
 
 
 def _is_leadline_cli() -> bool:
@@ -400,11 +418,17 @@ def _is_leadline_cli() -> bool:
     return argv0 == "leadline" or as_module
 
 
+_autostarted = False
+
+
 def autostart() -> None:
     """The start-up hook: start the agent if LEADLINE_PUSH is set.  Never raises: a service
-    must start even if its profiling cannot."""
-    if _agent is not None or _is_leadline_cli():
+    must start even if its profiling cannot.  Runs once per process: the interpreter may read
+    the same site-packages, and so the hook, twice (3.11's venv start-up does)."""
+    global _autostarted
+    if _autostarted or _agent is not None or _is_leadline_cli():
         return
+    _autostarted = True
     try:
         config = AgentConfig.from_env()
         if config is not None:

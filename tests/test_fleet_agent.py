@@ -1,0 +1,405 @@
+"""The fleet agent end to end, without a Pyroscope server: a real program pushes to a real TCP
+peer on 127.0.0.1 that misbehaves on purpose (tools/ingest_peers.py: slow to connect, silent,
+trickling, a half-sent answer, answering 500, or absent), through `leadline run --push` and
+through the LEADLINE_PUSH start-up hook.  Whatever the server does, the program's exit is held
+at most for the flush deadline, what was not delivered is in the spool and reaches the next
+server that answers; a spool that cannot be written costs profiles, never delivery; an agent
+that cannot start says so in one line.  The soak at the end runs bench/agent_soak.py briefly.
+
+No test here times the exit: a busy machine stretches it.  Each checks what only an exit by the
+deadline does: the request still waiting is abandoned or cut short with a line that says so,
+not ended by its own 10 s socket timeout, and the profile it carried is in the spool (the old
+code lost it).  bench/agent_soak.py measures the delay."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from support import PY, ROOT, run, write
+
+sys.path.insert(0, str(ROOT / "tools"))
+
+from ingest_peers import Peer, agent_summary
+
+from leadline.capture.foreign import read_pprof
+from leadline.fleet.delivery import Upload
+
+FLUSH_S = 1.0  # LEADLINE_PUSH_FLUSH in these tests
+# What the agent says when the flush deadline, not the server, ended a request still waiting:
+# abandoned, blocked in a socket operation begun before the exit ...
+ABANDONED = f"no answer within the {FLUSH_S:g} s given at exit"
+# ... or cut at its next socket operation (a server trickling its answer).
+CUT = "no complete answer in the time a request has"
+
+PROGRAM = """
+    import sys, time
+
+    def work(n):
+        return sum(i * i for i in range(n))
+
+    t = time.time()
+    while time.time() - t < float(sys.argv[1]):
+        work(5000)
+    print("END", repr(time.time()), flush=True)
+"""
+
+
+def summary(stderr: str) -> dict[str, int]:
+    counts = agent_summary(stderr)
+    assert counts is not None, stderr
+    return counts
+
+
+def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEADLINE_")}
+    env.update(
+        {
+            "LEADLINE_SPOOL": str(tmp_path / "spool"),
+            "LEADLINE_PUSH_FLUSH": f"{FLUSH_S:g}",
+            "NO_COLOR": "1",
+            **extra,
+        }
+    )
+    return env
+
+
+def push_run(
+    tmp_path: Path, url: str, seconds: float, service: str = "exit", **env: str
+) -> subprocess.CompletedProcess[str]:
+    write(tmp_path, "prog.py", PROGRAM)
+    cmd = [
+        PY, "-m", "leadline", "run", "--push", url, "--push-interval", "0.5",
+        "--service", service, "prog.py", str(seconds),
+    ]  # fmt: skip
+    return run(cmd, cwd=tmp_path, env=clean_env(tmp_path, **env))
+
+
+def spooled(spool: Path) -> list[Upload]:
+    files = sorted(p for p in spool.iterdir()) if spool.is_dir() else []
+    assert all(p.name.endswith(".upload") for p in files), [p.name for p in files]
+    return [Upload.from_bytes(p.read_bytes()) for p in files]
+
+
+def samples_in(bodies: list[bytes]) -> int:
+    return round(sum(sum(w for _, w in read_pprof("p", b, "samples").stacks) for b in bodies))
+
+
+# -- exit: the program never waits on the network beyond the flush deadline --------------------
+
+
+@pytest.mark.parametrize("behaviour", ["backlog", "silent", "trickle", "half", "late"])
+def test_exit_is_not_held_by_a_slow_server(tmp_path: Path, behaviour: str) -> None:
+    """A request is in flight (a 10 s socket timeout) when the 4 s program ends: the flush
+    deadline abandons it, and every sample the program made, the abandoned request's too, is in
+    the spool."""
+    with Peer(behaviour, delay=30.0 if behaviour == "late" else 0.2) as peer:
+        r = push_run(tmp_path, peer.url, 4.0)
+        if behaviour != "backlog":
+            assert peer.connections >= 1  # the agent did reach the server
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("END "), r.stdout
+    s = summary(r.stderr)
+    assert s["pushed"] == 0 and s["dropped"] == 0, s
+    uploads = spooled(tmp_path / "spool")
+    assert len(uploads) == s["spooled"] >= 2, (s, len(uploads))
+    assert samples_in([u.body for u in uploads]) == s["samples"] > 0
+    [line] = [x for x in r.stderr.splitlines() if "cannot push profiles to" in x]
+    assert line.startswith(f"leadline: cannot push profiles to {peer.url} ("), line
+    assert f"({ABANDONED}); {s['spooled']} left in the spool" in line or f"({CUT})" in line, line
+    assert "Traceback" not in r.stderr
+
+
+def test_what_a_silent_server_left_is_delivered_by_the_next_run(tmp_path: Path) -> None:
+    with Peer("silent") as silent:
+        first = push_run(tmp_path, silent.url, 4.0)
+    assert first.returncode == 0 and ABANDONED in first.stderr, first.stderr
+    s1 = summary(first.stderr)
+    with Peer("ok") as ok:
+        second = push_run(tmp_path, ok.url, 1.0)
+        received = list(ok.received)
+    assert second.returncode == 0, second.stderr
+    s2 = summary(second.stderr)
+    assert s2["spooled"] == 0 and s2["dropped"] == 0, s2
+    assert s2["pushed"] == len(received) >= s1["spooled"] + 1
+    # Oldest first: the first run's profiles, then the second's, every sample exactly once.
+    starts = [int(q["from"]) for q, _ in received]
+    assert starts == sorted(starts)
+    assert samples_in([b for _, b in received]) == s1["samples"] + s2["samples"]
+    assert not list((tmp_path / "spool").iterdir())
+
+
+def test_exit_through_the_start_up_hook_is_not_held(tmp_path: Path) -> None:
+    """LEADLINE_PUSH in the environment of an unmodified program: the start-up hook starts the
+    agent, and at exit (atexit) the same deadline holds."""
+    write(tmp_path, "prog.py", PROGRAM)
+    with Peer("silent") as peer:
+        env = clean_env(
+            tmp_path, LEADLINE_PUSH=peer.url, LEADLINE_PUSH_INTERVAL="0.5", LEADLINE_SERVICE="hook"
+        )
+        r = run([PY, "prog.py", "4"], cwd=tmp_path, env=env)
+        assert peer.connections >= 1
+    assert r.returncode == 0 and r.stdout.startswith("END "), r.stderr
+    uploads = spooled(tmp_path / "spool")
+    assert len(uploads) >= 2
+    assert all(u.params["name"].startswith("hook{") for u in uploads)
+    assert samples_in([u.body for u in uploads]) > 0
+    assert r.stderr == (
+        f"leadline: cannot push profiles to {peer.url} ({ABANDONED}); "
+        f"{len(uploads)} left in the spool\n"
+    )
+
+
+def test_the_start_up_hook_pushes(tmp_path: Path) -> None:
+    write(tmp_path, "prog.py", PROGRAM)
+    with Peer("ok") as peer:
+        env = clean_env(tmp_path, LEADLINE_PUSH=peer.url, LEADLINE_SERVICE="hooked")
+        r = run([PY, "prog.py", "1"], cwd=tmp_path, env=env)
+        received = list(peer.received)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert len(received) == 1  # one period (10 s by default), pushed at exit
+    query, body = received[0]
+    assert query["name"].startswith("hooked{") and query["spyName"] == "leadline"
+    assert samples_in([body]) >= 30  # 1 s of CPU at 100 Hz, less what a busy machine delays
+
+
+# -- an agent that cannot start: one line, once ------------------------------------------------
+
+
+def test_an_agent_that_cannot_start_says_so_once_in_one_line(tmp_path: Path) -> None:
+    write(tmp_path, "prog.py", PROGRAM)
+    env = clean_env(tmp_path, LEADLINE_PUSH="http://127.0.0.1:9", LEADLINE_PUSH_INTERVAL="soon")
+    r = run([PY, "prog.py", "0.1"], cwd=tmp_path, env=env)
+    assert r.returncode == 0 and r.stdout.startswith("END "), r.stderr
+    assert r.stderr == (
+        "leadline: the profiling agent did not start: "
+        "LEADLINE_PUSH_INTERVAL='soon' is not a number\n"
+    )
+
+
+def test_a_refused_start_agent_leaves_nothing_at_exit(tmp_path: Path) -> None:
+    """start_agent while another profile runs is refused with LeadlineError; the process must
+    then exit as if it had never been called (no traceback from an exit handler)."""
+    write(
+        tmp_path,
+        "prog.py",
+        """
+        import leadline
+        with leadline.profile("p.lead"):
+            try:
+                leadline.start_agent("http://127.0.0.1:9", service="x", spool_dir="spool")
+            except leadline.LeadlineError as e:
+                print("refused:", e)
+        print("done")
+        """,
+    )
+    r = run([PY, "prog.py"], cwd=tmp_path, env=clean_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "refused: another leadline profile is already running\ndone\n"
+    assert r.stderr == ""
+
+
+# -- a spool that cannot be written costs profiles, never delivery -----------------------------
+
+
+def file_size_limit(limit: int) -> Callable[[], None]:
+    """A child's limit on the size of the files it writes (RLIMIT_FSIZE): a write past it
+    fails with EFBIG after writing what fits, as on a full disk, and for root too."""
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+def test_unwritable_spool_while_the_server_fails(tmp_path: Path) -> None:
+    """Every spool write fails part-way (the file size limit is 64 bytes) while the server
+    answers 500: profiles wait in memory, one warning, no partial file; once the server
+    answers, all of them are delivered.  The old code stopped delivering for good at the first
+    failed write, and left a partial file."""
+    write(tmp_path, "prog.py", PROGRAM)
+    with Peer("status", status=500) as peer:
+        cmd = [
+            PY, "-m", "leadline", "run", "--push", peer.url, "--push-interval", "0.5",
+            "--service", "full", "prog.py", "6",
+        ]  # fmt: skip
+        # A generous flush deadline: the last profiles go to a server that answers at once.
+        env = clean_env(tmp_path, LEADLINE_PUSH_BACKOFF_MAX="0.5", LEADLINE_PUSH_FLUSH="10")
+        proc = subprocess.Popen(
+            cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, preexec_fn=file_size_limit(64),
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while peer.connections < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            peer.behaviour = "ok"  # the server is back
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        received = list(peer.received)
+    assert proc.returncode == 0 and out.startswith("END "), err
+    assert "delivery stopped" not in err and "Traceback" not in err, err
+    assert err.count("cannot write to the spool") == 1 and "(File too large)" in err, err
+    assert "is reachable again; delivering" in err
+    s = summary(err)
+    assert s["pushed"] == len(received) >= 2 and s["dropped"] == 0 and s["spooled"] == 0, s
+    assert samples_in([b for _, b in received]) == s["samples"]  # nothing lost
+    starts = [int(q["from"]) for q, _ in received]
+    assert starts == sorted(starts)
+    assert not list((tmp_path / "spool").iterdir())  # no partial file left behind
+
+
+def test_unwritable_spool_while_the_server_is_down(tmp_path: Path) -> None:
+    """Nothing can be delivered or kept: the profiles are dropped at exit, counted, with one
+    warning and no partial file; the exit is not held."""
+    write(tmp_path, "prog.py", PROGRAM)
+    with Peer("down") as peer:
+        cmd = [
+            PY, "-m", "leadline", "run", "--push", peer.url, "--push-interval", "0.5",
+            "--service", "full", "prog.py", "3",
+        ]  # fmt: skip
+        r = run(cmd, cwd=tmp_path, env=clean_env(tmp_path), preexec_fn=file_size_limit(64))
+    assert r.returncode == 0 and r.stdout.startswith("END "), r.stderr
+    assert r.stderr.count("cannot write to the spool") == 1, r.stderr
+    s = summary(r.stderr)
+    assert s["pushed"] == 0 and s["spooled"] == 0 and s["dropped"] >= 3, s
+    assert not list((tmp_path / "spool").iterdir())
+
+
+def test_a_spool_path_that_cannot_be_a_directory_does_not_stop_the_agent(tmp_path: Path) -> None:
+    (tmp_path / "spool").write_text("a file where the spool would be\n")
+    with Peer("ok") as peer:
+        r = push_run(tmp_path, peer.url, 1.0)
+        received = list(peer.received)
+    assert r.returncode == 0, r.stderr
+    s = summary(r.stderr)
+    assert s["pushed"] == len(received) >= 1 and s["dropped"] == 0, r.stderr
+    assert samples_in([b for _, b in received]) == s["samples"] > 0
+    assert r.stderr.count("\n") == 1, r.stderr  # the summary alone
+
+
+def _mount_namespace() -> list[str] | None:
+    """The `unshare` prefix that runs a command in a mount namespace of its own (as root, or
+    as root of a user namespace), or None where this machine does not allow one."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return None
+    probe_dir = tempfile.mkdtemp(prefix="leadline-mount-probe-")
+    try:
+        for prefix in ([unshare, "-m"], [unshare, "-r", "-m"]):
+            probe = [*prefix, "mount", "-t", "tmpfs", "leadline-probe", probe_dir]
+            if subprocess.run(probe, capture_output=True).returncode == 0:
+                return prefix
+    finally:
+        os.rmdir(probe_dir)
+    return None
+
+
+# Inside the namespace: mount the spool's file system, run the command, then copy out what the
+# spool holds (the tmpfs goes with the namespace) and list it.
+INSIDE = """
+    spool=$1; options=$2; shift 2
+    mount -t tmpfs -o "$options" leadline-spool "$spool" || exit 97
+    "$@"
+    status=$?
+    ls -a "$spool" > "$spool.listing"
+    cp "$spool"/* "$spool.copy/" 2>/dev/null
+    exit $status
+"""
+
+
+@pytest.mark.parametrize("options", ["size=16k", "size=1m,ro"])
+def test_spool_on_a_full_or_read_only_file_system(tmp_path: Path, options: str) -> None:
+    """The spool on a real file system of its own: a 16 KB tmpfs that fills after a few
+    profiles, or a read-only one.  Full: the oldest profiles give way to the newest, as beyond
+    the cap.  Read-only: every profile is dropped.  Either way one warning, no partial file,
+    and the program exits as usual."""
+    prefix = _mount_namespace()
+    if prefix is None:
+        pytest.skip("no mount namespace here (unshare -m, or -r -m, is refused)")
+    write(tmp_path, "prog.py", PROGRAM)
+    inside = write(tmp_path, "inside.sh", INSIDE)
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (tmp_path / "spool.copy").mkdir()
+    with Peer("down") as peer:
+        cmd = [
+            *prefix, "sh", str(inside), str(spool), options,
+            PY, "-m", "leadline", "run", "--push", peer.url, "--push-interval", "0.5",
+            "--service", "disk", "prog.py", "5",
+        ]  # fmt: skip
+        r = run(cmd, cwd=tmp_path, env=clean_env(tmp_path))
+    assert r.returncode == 0 and r.stdout.startswith("END "), r.stderr
+    assert "delivery stopped" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    s = summary(r.stderr)
+    listing = (tmp_path / "spool.listing").read_text().split()
+    assert not [n for n in listing if n.endswith(".tmp")], listing  # no partial file
+    kept = sorted((tmp_path / "spool.copy").iterdir())
+    assert len(kept) == s["spooled"]
+    if "ro" in options.split(","):
+        assert r.stderr.count("cannot write to the spool") == 1, r.stderr
+        assert "Read-only file system" in r.stderr
+        assert s["spooled"] == 0 and s["dropped"] >= 5, s
+        return
+    assert r.stderr.count("is on a full disk (No space left on device)") == 1, r.stderr
+    assert s["spooled"] >= 1 and s["dropped"] >= 1, s
+    # What stayed is the newest: consecutive periods up to the one the program ended in.
+    uploads = [Upload.from_bytes(p.read_bytes()) for p in kept]
+    spans = [(int(u.params["from"]), int(u.params["until"])) for u in uploads]
+    assert spans == sorted(spans)
+    assert all(a[1] >= b[0] for a, b in itertools.pairwise(spans)), spans
+    assert spans[-1][1] >= int(float(r.stdout.split()[1]))
+
+
+# -- a long run, briefly: memory, descriptors and the spool stay bounded -----------------------
+
+
+def test_soak_briefly(tmp_path: Path) -> None:
+    """bench/agent_soak.py for 20 s per behaviour, all at once (the full run is 10 minutes
+    each): the program's descriptors, threads, memory and spool stay within what the design
+    bounds, against a server that is down, slow (answers after the agent's 10 s timeout) or
+    failing (HTTP 500).  The exit's delay, a time, is the benchmark's to judge."""
+    out = tmp_path / "soak.json"
+    cap_mb = 0.01  # 10 KB: reached within seconds, so that the cap is exercised
+    r = run(
+        [
+            PY, str(ROOT / "bench" / "agent_soak.py"), "--seconds", "20", "--parallel",
+            "--interval", "0.5", "--every", "0.5", "--warm", "5", "--spool-cap-mb", str(cap_mb),
+            "--python", PY, "--no-save", "--json", str(out),
+        ],
+        cwd=tmp_path,
+        timeout=300,
+    )  # fmt: skip
+    report = json.loads(out.read_text())
+    results = {b["behaviour"]: b for b in report["behaviours"]}
+    assert sorted(results) == ["500", "down", "slow"], r.stdout
+    for name, b in results.items():
+        assert b["failures"] == [], (name, b["failures"], b["stderr"])
+        assert b["returncode"] == 0 and b["readings"] >= 20, (name, b)
+        # One delivery thread, one request at a time; nothing else of the agent's stays open.
+        assert b["sockets"]["max"] <= 1, (name, b["sockets"])
+        fds = b["other_fds"]
+        assert fds["end"] == fds["min"] and fds["max"] <= fds["min"] + 1, (name, fds)
+        assert b["threads"]["max"] <= b["threads"]["start"], (name, b["threads"])
+        assert b["spool_bytes"]["max"] <= cap_mb * 2**20, (name, b["spool_bytes"])
+        growth_kb = b["rss_kb"]["max"] - b["rss_kb"]["start"]
+        assert growth_kb <= 32 * b["largest_profile"] / 1024 + 4096, (name, b["rss_kb"])
+        assert b["agent"]["pushed"] == 0, (name, b["agent"])
+    assert results["down"]["requests"] == 0
+    assert results["500"]["requests"] >= 5  # retried all along, at most 2 s apart
+    assert results["slow"]["requests"] >= 1
+    for name in ("down", "500"):  # the spool reached its cap: the oldest were dropped
+        assert results[name]["agent"]["dropped"] > 0, (name, results[name]["agent"])
