@@ -502,8 +502,9 @@ int ll_inspect(pid_t pid, LLPyInfo *info, char *why, size_t whylen) {
     int ended = ll_process_ended(pid, why, whylen);
     if (ended) return ended;
     int rc = inspect(pid, info, why, whylen);
-    /* It may have ended while it was read (its maps emptied, its memory gone). */
-    if (rc == LL_E_NOTPY || rc == LL_E_NOPROC || rc == LL_E_LAYOUT) {
+    /* It may have ended while it was read (its maps emptied, its memory gone; with only the
+     * executable's mapping seen, a shared-library Python looks like an unsupported one). */
+    if (rc == LL_E_NOTPY || rc == LL_E_NOPROC || rc == LL_E_LAYOUT || rc == LL_E_VERSION) {
         ended = ll_process_ended(pid, why, whylen);
         if (ended) return ended;
     }
