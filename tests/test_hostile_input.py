@@ -181,21 +181,21 @@ def salvaged(r: Any) -> dict[str, Any]:
 def test_funcs_cut_short_is_damage_not_a_traceback(
     recorded: dict[str, Path], tmp_path: Path
 ) -> None:
-    """A FUNCS record that ends after its id (the reader indexed past the payload: IndexError)."""
+    """A FUNCS record that ends after its id (the reader indexed past the payload: IndexError).
+    How many FUNCS chunks a trace has depends on when its writer flushed them (a busy machine
+    can leave one): the first stays whole and a second one, cut one byte into its record, is
+    put right after it."""
     good_funcs = [p for k, _, p in parse(recorded["trace"].read_bytes())[1] if k == FUNCS]
 
     def cut(chunks: list[Chunk]) -> list[Chunk]:
-        # The first FUNCS chunk stays whole; the second is cut one byte into its record.
         out, seen = [], 0
         for k, s, p in chunks:
-            if k == FUNCS:
-                seen += 1
-                if seen == 2:
-                    p = p[:1]
             out.append((k, s, p))
+            if k == FUNCS and (seen := seen + 1) == 1:
+                out.append((k, s, p[:1]))
         return out
 
-    assert len(good_funcs) >= 2
+    assert len(good_funcs) >= 1
     cap = rewrite(recorded["trace"], tmp_path / "cut.lead", cut)
     data = salvaged(leadline("report", cap, "--json", cwd=tmp_path))
     damage = data["summary"]["damage"]
