@@ -135,8 +135,11 @@ def deep(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     write(d, "wide.py", WIDE)
     record("trace", "-o", "trace.lead", "deep.py", cwd=d)
     record("run", "-q", "--rate", "1000", "-o", "sampled.lead", "deep.py", cwd=d)
+    # At 400 Hz: a walk of 10,000 frames takes the sampler about a millisecond, so at 1 kHz
+    # it is late for most ticks, and a late tick's samples only add weight to the few fair ones
+    # (docs/run.md, "Busy machines"): 63 distinct stacks in one run, not the hundreds wanted.
     record(
-        "run", "-q", "--rate", "1000", "--max-depth", "100000", "-o", "whole.lead", "wide.py",
+        "run", "-q", "--rate", "400", "--max-depth", "100000", "-o", "whole.lead", "wide.py",
         cwd=d,
     )  # fmt: skip
     return {"dir": d, **{p.stem: p for p in d.glob("*.lead")}}
@@ -164,9 +167,12 @@ def test_diff_of_a_deep_trace_is_bounded(deep: dict[str, Path]) -> None:
     assert "No function changed beyond noise." in text
     data = json.loads(cli("diff", trace, trace, "--json", cwd=d).stdout)
     assert data["summary"]["grew"] == data["summary"]["shrank"] == 0
-    down = by_name(data)["down"]
-    # The recursion's time counts once, not once per level: most of the program, at most all.
-    assert 0.5 < down["base_total"] <= 1.0 + 1e-9
+    down, main = by_name(data)["down"], by_name(data)["main"]
+    # The recursion's time counts once, not once per level: most of `main`'s, at most all.
+    # (Not a share of the program: before 3.11 `main` runs in a thread while the main thread
+    # waits for it, and the two threads' times add up, so `down` is just under half of it.)
+    assert 0.9 * main["base_total"] < down["base_total"] <= main["base_total"] + 1e-9
+    assert 0.25 < down["base_total"] <= 1.0 + 1e-9
     assert down["new_total"] == down["base_total"] and down["delta_total"] == 0
     # Every traced call below the first `down` is `down`: its own time is all of its total.
     assert down["base_self"] == pytest.approx(down["base_total"], rel=1e-9)
@@ -268,10 +274,11 @@ def test_distinct_deep_stacks_cost_the_capture_not_their_frames(deep: dict[str, 
     # The stacks are nodes of one tree, no larger than the capture's table of stack records.
     trees = {s.frames.tree for s in p.stacks if isinstance(s.frames, TreePath)}
     assert len(trees) == 1 and len(trees.pop()) <= records + 1
-    # A tuple of frames per stack takes 8 bytes a frame (tens of megabytes here); reading the
-    # capture, the profile and its function table take a fraction of that.
+    # A tuple of frames per stack takes 8 bytes a frame for its pointers alone (15 MB or more
+    # here); reading the capture, the profile and its function table take less than that, most
+    # of it for the capture's 10,000 stack records, whatever the number of distinct stacks.
     peak = peak_bytes(analyse)
-    assert peak < 4 * frames, (peak, size, frames, records)
+    assert peak < 8 * frames, (peak, size, frames, records)
 
 
 # ---------------------------------------------------------------------------------------------
