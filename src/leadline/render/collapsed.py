@@ -7,7 +7,7 @@ from typing import IO
 from ..analyse.model import SampleProfile
 from ..analyse.samples import default_metric
 from .base import Renderer, RenderOptions, register
-from .encode import to_collapsed
+from .encode import iter_collapsed
 
 
 @register
@@ -18,4 +18,5 @@ class Collapsed(Renderer[SampleProfile]):
     description = "folded stacks 'a;b;c weight', weighted by --metric"
 
     def render(self, p: SampleProfile, out: IO[str], options: RenderOptions) -> None:
-        out.write(to_collapsed(p, options.metric or default_metric(p)))
+        for line in iter_collapsed(p, options.metric or default_metric(p)):
+            out.write(line)

@@ -378,13 +378,30 @@ def to_collapsed(profile: SampleProfile, metric: Metric = "samples", threads: bo
     With `threads`, each stack starts with a ``thread (NAME)`` frame.  Zero weights and negative
     memory weights (RSS given back) are left out; identical lines are merged.
     """
+    return "".join(iter_collapsed(profile, metric, threads))
+
+
+def iter_collapsed(
+    profile: SampleProfile, metric: Metric = "samples", threads: bool = False
+) -> Iterator[str]:
+    """:func:`to_collapsed`'s lines, one at a time.  The lines are merged by the labels of
+    their frames (numbers: two frames can have one label), and each is made only as it is
+    written: a capture of hundreds of 10,000-deep stacks holds hundreds of megabytes of text."""
     if metric == "memory":
         _require_memory(profile)
     labels = [_folded(f.label) for f in profile.frames]
-    lines: dict[str, int] = {}
+    label_ids: dict[str, int] = {}
+    ids = [label_ids.setdefault(label, len(label_ids)) for label in labels]
+    texts = list(label_ids)
+    thread_ids: dict[str, int] = {}
+    lines: dict[tuple[int, ...], int] = {}
     for thread, stacks in _thread_stacks(profile):
-        prefix = [_folded(f"thread ({thread.name})")] if threads else []
+        # With threads, a stack's first number is its thread's (negative: not a label).
+        prefix = (-1 - thread_ids.setdefault(thread.name, len(thread_ids)),) if threads else ()
         for stack, weight in _positive(stacks, metric):
-            key = ";".join(prefix + [labels[i] for i in stack.frames]) or NO_FRAMES
+            key = prefix + tuple(ids[i] for i in stack.frames)
             lines[key] = lines.get(key, 0) + weight
-    return "".join(f"{key} {weight}\n" for key, weight in lines.items())
+    names = [_folded(f"thread ({name})") for name in thread_ids]
+    for key, weight in lines.items():
+        parts = [names[-1 - k] if k < 0 else texts[k] for k in key]
+        yield f"{';'.join(parts) or NO_FRAMES} {weight}\n"
