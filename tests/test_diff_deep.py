@@ -64,17 +64,21 @@ DEEP = (
 """
     + IN_A_THREAD
 )
-# 10,000 levels, then work in 200 functions at the bottom: hundreds of distinct stacks, each
-# 10,000 frames deep, that share all but their last frame or two.
+# 10,000 levels, then work and short sleeps in 200 functions at the bottom: hundreds of
+# distinct stacks, each 10,000 frames deep, that share all but their last frame or two.  The
+# sleeps make them distinct whatever the machine's load: a sleeping thread's sample counts where
+# it was found, while a running thread's on a busy machine often only adds weight to its last
+# fair samples (docs/run.md, "Busy machines"; seen: 63 and 112 distinct stacks from work alone).
 WIDE = (
     """
     import sys
     import threading
+    import time
 
     sys.setrecursionlimit(200_000)
     source = "".join(
         f"def leaf_{i}(n):\\n    s = 0\\n    for k in range(n):\\n"
-        f"        s += k * {i}\\n    return s\\n"
+        f"        s += k * {i}\\n    time.sleep(0.005)\\n    return s\\n"
         for i in range(200)
     )
     exec(compile(source, "leaves.py", "exec"))
@@ -84,7 +88,7 @@ WIDE = (
     def down(n):
         if n:
             return down(n - 1)
-        for _ in range(300):
+        for _ in range(1):
             for f in leaves:
                 f(300)
 
@@ -135,9 +139,7 @@ def deep(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     write(d, "wide.py", WIDE)
     record("trace", "-o", "trace.lead", "deep.py", cwd=d)
     record("run", "-q", "--rate", "1000", "-o", "sampled.lead", "deep.py", cwd=d)
-    # At 400 Hz: a walk of 10,000 frames takes the sampler about a millisecond, so at 1 kHz
-    # it is late for most ticks, and a late tick's samples only add weight to the few fair ones
-    # (docs/run.md, "Busy machines"): 63 distinct stacks in one run, not the hundreds wanted.
+    # At 400 Hz: a walk of 10,000 frames takes the sampler about a millisecond.
     record(
         "run", "-q", "--rate", "400", "--max-depth", "100000", "-o", "whole.lead", "wide.py",
         cwd=d,
