@@ -208,15 +208,17 @@ static int state_running(int fd) {
 
 static int is_running(const ThreadSlot *t) { return state_running(t->stat_fd); }
 
-/* The same for a thread of this process, which keeps no descriptor open for it (a program
- * with a thousand threads must not lose a thousand descriptors to its profiler). */
-static int is_running_now(const ThreadSlot *t) {
+/* Whether a thread of this process that its clock says is idle ran lately (LL_RAN_LATELY_NS)
+ * and is runnable: waiting for a CPU, not sleeping.  No descriptor is kept open for it (a
+ * program with a thousand threads must not lose a thousand descriptors to its profiler). */
+static int waits_for_cpu(const ThreadSlot *t, uint64_t now) {
+    if (now - t->ran_ns >= LL_RAN_LATELY_NS) return 0;
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)t->tid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     int r = state_running(fd);
     if (fd >= 0) close(fd);
-    return r;
+    return r == 1;
 }
 
 static ThreadSlot *thread_slot(Sampler *S, Target *T, uint64_t ident, pid_t tid) {
@@ -602,9 +604,8 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
      * lately and is waiting for a CPU (runnable: a busy machine's busy thread). */
     uint64_t window = now > S->prev_end_ns ? now - S->prev_end_ns : 0;
     if (c2 > c1 || used) slot->ran_ns = now;
-    int idle = slot->clock ? c2 == c1 && used * 10 < window : state == 0;
-    if (idle && slot->clock && now - slot->ran_ns < LL_RAN_LATELY_NS && is_running_now(slot) == 1)
-        idle = 0;
+    int idle = slot->clock ? c2 == c1 && used * 10 < window && !waits_for_cpu(slot, now)
+                           : state == 0;
     if (status != LL_WALK_OK) {
         S->torn++; /* what it stands for goes, as the thread's other samples' */
         defer(S, slot, cpu, idle ? 0 : S->covers, t, now);
