@@ -14,6 +14,7 @@ import json
 import os
 import resource
 import subprocess
+import sys
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -174,7 +175,9 @@ def test_diff_of_a_deep_trace_is_bounded(deep: dict[str, Path]) -> None:
     # (Not a share of the program: before 3.11 `main` runs in a thread while the main thread
     # waits for it, and the two threads' times add up, so `down` is just under half of it.)
     assert 0.9 * main["base_total"] < down["base_total"] <= main["base_total"] + 1e-9
-    assert 0.25 < down["base_total"] <= 1.0 + 1e-9
+    # Most of the program, at most all (on 3.10, of its two threads' times: just under half).
+    least = 0.5 if sys.version_info >= (3, 11) else 0.25
+    assert least < down["base_total"] <= 1.0 + 1e-9
     assert down["new_total"] == down["base_total"] and down["delta_total"] == 0
     # Every traced call below the first `down` is `down`: its own time is all of its total.
     assert down["base_self"] == pytest.approx(down["base_total"], rel=1e-9)
