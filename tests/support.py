@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,11 @@ def find_python(version: str) -> str | None:
         if ok.returncode == 0 and ok.stdout.strip() == version:
             return exe
     return None
+
+
+def burn_cpu(seconds: float) -> None:
+    """Work for `seconds` of this thread's CPU time: a cpu-mode capture of it has about
+    seconds * rate samples however busy the machine is (queueing for a CPU adds none)."""
+    t = time.thread_time()
+    while time.thread_time() - t < seconds:
+        sum(i * i for i in range(1000))

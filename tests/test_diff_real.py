@@ -106,8 +106,9 @@ def make_venv(root: Path, package: str, version: str, requirements: tuple[str, .
 
 
 # A capture whose sampler had to read this fraction of its stacks again (the program changed
-# them under it, on a busy host) says its shares are unsure, and the diff counts them so: it is
-# recorded again, as an experimenter would.  One run in ten on this shared 2-core host under
+# them under it) says its shares are unsure, and the diff counts them so: it is recorded again,
+# as an experimenter would.  Since threads whose reads race are read parked (docs/run.md) this
+# is rare; what follows was seen before.  One run in ten on this shared 2-core host under
 # load had over half of its reads race, and shares off by up to 6x.  Runs of lizard 1.15.7's
 # workload are of two kinds: no read raced, or nearly every one was read again (the sampler
 # read the stack while the program ran on the other core), with callers' self shares 2 to 3

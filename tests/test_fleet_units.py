@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import ROOT
+from support import ROOT, burn_cpu
 
 import leadline
 from leadline.analyse.samples import load_profile
@@ -252,9 +252,7 @@ def test_start_agent_needs_a_url(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_capture_stream_reads_a_capture_fed_in_pieces(tmp_path: Path) -> None:
     path = tmp_path / "s.lead"
     with leadline.profile(path, rate=500, mode="cpu"):
-        t = time.thread_time()  # CPU time: a busy machine's queueing adds no samples in cpu mode
-        while time.thread_time() - t < 0.3:
-            sum(i * i for i in range(1000))
+        burn_cpu(0.3)
     data = path.read_bytes()
     stream = CaptureStream()
     for i in range(0, len(data), 97):
@@ -280,7 +278,7 @@ def test_capture_stream_reads_a_capture_fed_in_pieces(tmp_path: Path) -> None:
 def test_pprof_without_sample_labels(tmp_path: Path) -> None:
     path = tmp_path / "s.lead"
     with leadline.profile(path, rate=500, mode="cpu"):
-        sum(i * i for i in range(200_000))
+        burn_cpu(0.1)  # 15 ms of work gave no samples when the sampler waited for a CPU
     with Capture(path) as cap:
         p = load_profile(cap)
     raw = to_pprof(p, ("samples", "cpu"), ())

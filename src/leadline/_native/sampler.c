@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "leadline.h"
+#include "park.h"
 #include "procmem.h"
 #include "stackwalk.h"
 
@@ -37,6 +38,12 @@
  * between reading the pointer to it and reading it (a system call apart): such a walk is read
  * again, at most this many times in all, before the sample counts as torn. */
 #define LL_WALK_ATTEMPTS 4
+/* How long the sampler waits for a thread of its process to stop for a reading (park.c): a
+ * signal reaches a thread running on another CPU in a few microseconds; one that is waiting for
+ * a CPU is not changing its stack, and is read without. */
+#define LL_PARK_WAIT_NS 100000u
+/* A thread whose first walks raced this often lately (x 2^16: 5%) is read parked while it runs. */
+#define LL_RACY 3277u
 /* What a sample that cannot stand for where a thread's time went stands for ("fair samples",
  * below) goes half to the thread's last fair samples (the newest LL_NEAR, or up to LL_RECENT
  * for a late tick) and half to its pool, which its next fair samples take a quarter of each,
@@ -87,6 +94,7 @@ typedef struct {
     uint32_t paid;              /* shares given to recent[] (which one gets the next) */
     uint64_t fair_tick;         /* the schedule's tick (due_tick) of its last fair sample */
     uint64_t seen; /* tick it was last seen in */
+    uint32_t raced; /* the fraction of its recent first walks that raced, x 2^16 (walk_thread) */
 } ThreadSlot;
 
 typedef struct {
@@ -131,7 +139,7 @@ typedef struct {
     uint64_t chunk_prev_t, chunk_started_ns;
     uint64_t chunk_first; /* samples when the chunk began */
     Pending *pending;
-    uint64_t ticks, samples, missed, torn, retried, truncated, deferred;
+    uint64_t ticks, samples, missed, torn, retried, parked, truncated, deferred;
     uint64_t sampler_cpu_ns, t_end, last_scan_ns, rng, fork_ns;
     uint64_t exit_t; /* ticks when the first process was found gone (0: it was not) */
     uint64_t now_ns;      /* CLOCK_MONOTONIC when this tick began */
@@ -504,22 +512,54 @@ static ThreadSlot *thread_of(Sampler *S, Target *T, const uint8_t *ts, int tid_o
     return thread_slot(S, T, ident, tid);
 }
 
+/* One reading of a thread's stack from its thread state `ts` (read at `tstate`), without naming
+ * it (no allocation, no lock: the thread may be parked). */
+static int read_walk(Sampler *S, Target *T, const uint8_t *ts, int *depth, int *truncated) {
+    int ok = 1;
+    uint64_t frame = ll_top_frame(&T->proc, ts, &ok);
+    return ok ? ll_walk_read(&S->st, &T->proc, frame, depth, truncated) : LL_WALK_TORN;
+}
+
 /* Walks the thread's stack, reading its thread state (`ts`, ts_size bytes, read at `tstate`)
- * again before each further attempt.  *gone: the process ended meanwhile. */
-static int walk_thread(Sampler *S, Target *T, uint64_t tstate, uint8_t *ts, size_t ts_size,
-                       int *n, int *truncated, int *gone) {
-    int status = LL_WALK_TORN;
-    for (int attempt = 0; attempt < LL_WALK_ATTEMPTS && status != LL_WALK_OK; attempt++) {
+ * again before each further attempt.  A thread of this process that ran while its first walk
+ * raced (its CPU clock, `c1` before the walk, moved) is read the second time parked (park.c):
+ * read again while it runs, the walks that succeed would be the ones that fell on a frame that
+ * lasts.  That is not enough for a thread whose walks race often (LL_RACY of its recent ones):
+ * first walks that succeed are still more often those of frames that last (seen: lizard's
+ * tokenizer stages at half the share they had with the program stopped for every read), so
+ * while it runs, each of its samples is read parked, whatever the first walk found.  *gone: the
+ * process ended meanwhile. */
+static int walk_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate, uint8_t *ts,
+                       size_t ts_size, uint64_t c1, int *n, int *truncated, int *gone) {
+    int status = LL_WALK_TORN, depth = 0;
+    int racy = slot->raced > LL_RACY;
+    for (int attempt = 0; attempt < LL_WALK_ATTEMPTS; attempt++) {
+        int parked = 0;
         if (attempt) {
-            S->retried++;
+            uint64_t c = c1;
+            if (attempt == 1 && slot->clock) read_cpu_ns(slot, &c);
+            /* Not running during the first walk: its stack stood still, the walk stands.  Asked
+             * and not answering: it is waiting for a CPU (or blocks the signal), read again. */
+            if (c == c1 && status == LL_WALK_OK) break;
+            parked = c > c1 && ll_park(slot->tid, LL_PARK_WAIT_NS);
+            if (parked)
+                S->parked++;
+            else
+                S->retried++;
             ll_mem_forget(&T->proc.mem);
             int rerr = ll_mem_read(&T->proc.mem, tstate, ts, ts_size);
             *gone = rerr == ESRCH;
-            if (rerr) break;
+            if (rerr) {
+                if (parked) ll_unpark();
+                break;
+            }
         }
-        int ok = 1;
-        uint64_t frame = ll_top_frame(&T->proc, ts, &ok);
-        status = ok ? ll_walk_stack(&S->st, &T->proc, frame, n, truncated) : LL_WALK_TORN;
+        status = read_walk(S, T, ts, &depth, truncated);
+        if (parked) ll_unpark();
+        if (status == LL_WALK_OK) status = ll_walk_name(&S->st, &T->proc, depth, n);
+        if (!attempt) /* the fraction of its first walks that raced, lately (x 2^16) */
+            slot->raced = slot->raced - slot->raced / 16 + (status != LL_WALK_OK ? 4096u : 0u);
+        if (status == LL_WALK_OK && !(attempt == 0 && racy && slot->clock)) break;
     }
     return status;
 }
@@ -590,7 +630,7 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
     if (S->cpu_mode && used == 0 && state != 1)
         return THREAD_SKIPPED; /* CPU mode: only threads that ran */
     int n = 0, truncated = 0, gone = 0;
-    int status = walk_thread(S, T, tstate, ts, ts_size, &n, &truncated, &gone);
+    int status = walk_thread(S, T, slot, tstate, ts, ts_size, c1, &n, &truncated, &gone);
     uint64_t c2 = c1;
     read_cpu_ns(slot, &c2);
     uint64_t cpu = c2 > slot->cpu_ns ? c2 - slot->cpu_ns : 0;
@@ -1110,6 +1150,7 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     S->subprocesses = subprocesses;
     S->in_process = pid == getpid();
     if (S->in_process) {
+        ll_park_install();
         struct timespec ts;
         if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
             S->creator_tid = (pid_t)syscall(SYS_gettid);
@@ -1157,7 +1198,7 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
     uint64_t reads = 0;
     for (int i = 0; i < S->ntargets; i++) reads += S->targets[i].proc.mem.reads;
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:K,s:K}", "ticks",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K}", "ticks",
         (unsigned long long)S->ticks, "samples", (unsigned long long)S->samples, "missed",
         (unsigned long long)S->missed, "torn", (unsigned long long)S->torn, "deferred",
         (unsigned long long)S->deferred, "retried",
@@ -1166,7 +1207,7 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
         (unsigned long long)S->t_end, "reads", (unsigned long long)reads, "tick_ns",
         ll_tick_ns_calibrated(), "stacks", (unsigned long long)S->st.nstacks, "functions",
         (unsigned long long)S->st.next_func, "processes", (unsigned long long)S->ntargets, "exit_t",
-        (unsigned long long)S->exit_t);
+        (unsigned long long)S->exit_t, "parked", (unsigned long long)S->parked);
 }
 
 /* close(end): END is bytes, or a callable that makes them (see ll_writer_close_py). */

@@ -404,14 +404,18 @@ static int name_frames(LLStacks *st, LLProc *p, int depth, int *n) {
     return LL_WALK_OK;
 }
 
-/* First the frames (through the page cache: 3.11+ frames sit next to each other), then the code
- * objects they run, all in one system call, then the checks. */
-int ll_walk_stack(LLStacks *st, LLProc *p, uint64_t frame, int *n, int *truncated) {
-    int depth = 0;
-    *n = 0;
+/* A walk: first the frames (through the page cache: 3.11+ frames sit next to each other), then
+ * the code objects they run, all in one system call (ll_walk_read, which only copies and
+ * checks: no allocation, no lock), then the checks that name them (ll_walk_name). */
+int ll_walk_read(LLStacks *st, LLProc *p, uint64_t frame, int *depth, int *truncated) {
+    *depth = 0;
     *truncated = 0;
-    if (read_frames(st, p, frame, &depth, truncated) != LL_WALK_OK) return LL_WALK_TORN;
-    if (read_codes(st, p, depth) != LL_WALK_OK) return LL_WALK_TORN;
+    if (read_frames(st, p, frame, depth, truncated) != LL_WALK_OK) return LL_WALK_TORN;
+    return read_codes(st, p, *depth);
+}
+
+int ll_walk_name(LLStacks *st, LLProc *p, int depth, int *n) {
+    *n = 0;
     return name_frames(st, p, depth, n);
 }
 

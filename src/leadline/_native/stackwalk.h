@@ -70,8 +70,11 @@ uint32_t ll_intern_walk(LLStacks *st, int n);
 /* The innermost frame of the thread state whose first bytes are `ts` (*ok = 0 if a read
  * failed). */
 uint64_t ll_top_frame(LLProc *p, const uint8_t *ts, int *ok);
-/* Walks the frame chain from `frame` (innermost) into st->frames: *n frames, *truncated if
- * max_depth cut it.  LL_WALK_OK, or LL_WALK_TORN: the frames did not check out. */
-int ll_walk_stack(LLStacks *st, LLProc *p, uint64_t frame, int *n, int *truncated);
+/* A walk of the frame chain from `frame` (innermost), in two steps: ll_walk_read copies the
+ * frames (*depth of them, *truncated if max_depth cut it) and the code objects they run, and
+ * takes no lock and allocates nothing; ll_walk_name names them, into st->frames (*n frames).
+ * Each gives LL_WALK_OK, or LL_WALK_TORN: the frames did not check out. */
+int ll_walk_read(LLStacks *st, LLProc *p, uint64_t frame, int *depth, int *truncated);
+int ll_walk_name(LLStacks *st, LLProc *p, int depth, int *n);
 
 #endif

@@ -126,8 +126,9 @@ class Side:
     rate: float = 0.0
     jump: float = 0.0
     # The fraction of a sampling capture's stack reads that raced with the program (read
-    # again, or dropped, because the stack changed under the sampler): a read that raced and
-    # was kept may have named a caller for its callee, so shares are no surer than that.
+    # again while the thread ran on, or dropped, because the stack changed under the sampler;
+    # a read made with the thread parked is sure): a read that raced and was kept may have
+    # named a caller for its callee, so shares are no surer than that.
     racy: float = 0.0
 
     def __post_init__(self) -> None:
@@ -252,7 +253,7 @@ def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
     if side.racy >= RACED_WARNING:
         side.warnings.append(
             f"{path}: {side.racy:.0%} of the sampler's stack reads raced with the program "
-            "(a busy host): its shares are that much less sure"
+            "(its stacks changed while they were read): its shares are that much less sure"
         )
     if not p.complete:
         side.warnings.append(f"{path}: incomplete capture; comparing the samples it holds")

@@ -199,6 +199,18 @@ META_FIELDS: dict[str, Check] = {
     "options": _object(OPTIONS_FIELDS),
 }
 
+# The sampler's counters, as its finish() gives them and END keeps them (docs/format.md).
+SAMPLER_COUNTERS = (
+    "ticks",
+    "missed",
+    "torn",
+    "deferred",
+    "retried",
+    "parked",
+    "truncated",
+    "sampler_cpu_ns",
+)
+
 END_FIELDS: dict[str, Check] = {
     "t_end": _uint,
     "tick_ns": _TICK_NS,
@@ -211,21 +223,7 @@ END_FIELDS: dict[str, Check] = {
     "recorded": _uint,
     "dropped_chunks": _uint,
     # sampling
-    **dict.fromkeys(
-        (
-            "ticks",
-            "samples",
-            "samples_lost",
-            "missed",
-            "torn",
-            "deferred",
-            "retried",
-            "truncated",
-            "sampler_cpu_ns",
-            "exit_t",
-        ),
-        _uint,
-    ),
+    **dict.fromkeys((*SAMPLER_COUNTERS, "samples", "samples_lost", "exit_t"), _uint),
     # probe
     "counts": _dict_of(_uint),
     "ratios": _dict_of(_optional(_number_in(-1.8e308, 1.8e308))),

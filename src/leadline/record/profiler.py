@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _native
+from ..capture.schema import SAMPLER_COUNTERS
 from ..errors import LeadlineError
 from .recorder import (
     Recorder,
@@ -85,10 +86,9 @@ def _sampler(fd: int, meta: bytes, pid: int, o: ProfileOptions) -> Any:
 
 
 def _end_fields(counters: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
-    keys = ("ticks", "missed", "torn", "deferred", "retried", "truncated", "sampler_cpu_ns")
     # samples: those that reached the file; samples_lost: those that did not.
     fields = {
-        **{k: counters[k] for k in keys},
+        **{k: counters[k] for k in SAMPLER_COUNTERS},
         "samples": written["samples_written"],
         "samples_lost": written["samples_lost"],
     }
