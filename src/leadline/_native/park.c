@@ -35,7 +35,7 @@
 static _Atomic uint64_t request, answered;
 static _Atomic uint32_t released;
 static uint32_t generation;
-static int installed; /* 1: ours; -1: the program's signal, never used */
+static _Atomic int installed; /* 1: ours; -1: the program's signal, never used */
 
 static int park_signal(void) { return SIGRTMAX - 3; }
 
