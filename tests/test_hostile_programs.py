@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from sameworld import MODES, assert_same, compare, leadline_run, python_run
+from sameworld import MODES, assert_same, child_env, compare, leadline_run, python_run
 from support import write
+
+from leadline.capture.reader import Capture
 
 # On 3.10 and 3.11 leadline traces through the profile function of each thread: a program
 # that sets its own replaces it (the program's keeps working), and `trace` says so at the end.
@@ -243,6 +245,91 @@ def test_signal_after_a_fork(tmp_path: Path) -> None:
         """,
     )
     assert compare(["prog.py"], tmp_path)["python"].stdout == "20 waited for\n"
+
+
+# A pipeline of generators: its stack changes every microsecond or so, so the sampler reads
+# its threads parked (docs/run.md, "Stacks that change under the sampler").
+PIPELINE = """\
+import time
+
+def numbers(n):
+    for i in range(n):
+        yield i
+
+def double(src):
+    for x in src:
+        yield x * 2
+
+def count(src):
+    return sum(1 for x in src if x % 4 == 0)
+
+def pipeline(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        count(double(numbers(20000)))
+"""
+
+
+def test_a_program_that_takes_the_parking_signal(tmp_path: Path) -> None:
+    """The program's own handler for the signal that parks a thread is never called by
+    leadline, whether the program took the signal before sampling began (`profile()`) or
+    after (`run`, whose sampler starts first)."""
+    write(
+        tmp_path,
+        "prog.py",
+        PIPELINE
+        + """\
+import os, signal, sys
+calls = []
+signal.signal(signal.SIGRTMAX - 3, lambda s, f: calls.append(s))
+pipeline(0.6)
+if os.environ.get("WITH_PROFILE"):
+    import leadline
+    with leadline.profile("api.lead", rate=2000):
+        pipeline(0.6)
+print("handler calls:", len(calls))
+""",
+    )
+    assert compare(["prog.py"], tmp_path)["python"].stdout == "handler calls: 0\n"
+    out = python_run(["prog.py"], tmp_path, env={**child_env(), "WITH_PROFILE": "1"})
+    assert (out.returncode, out.stdout) == (0, "handler calls: 0\n"), out
+    with Capture(tmp_path / "api.lead") as cap:
+        assert cap.end is not None and cap.end["parked"] == 0 and cap.end["samples"] > 100
+
+
+def test_a_thread_that_blocks_the_parking_signal(tmp_path: Path) -> None:
+    """A thread that blocks the signal is never sent it (it would wait there, pending, where
+    the program can see it), while another thread beside it is parked as usual; threads that
+    sleep, wait in select() or read a pipe are never interrupted."""
+    write(
+        tmp_path,
+        "prog.py",
+        PIPELINE
+        + """\
+import os, select, signal, threading, time
+worker = threading.Thread(target=pipeline, args=(1.0,))
+worker.start()  # before the mask, which new threads inherit
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGRTMAX - 3})
+r, w = os.pipe()
+def waiter():
+    print("select:", select.select([r], [], [], 1.5)[0] == [r], flush=True)
+    print("read:", os.read(r, 5), flush=True)
+def feeder():
+    time.sleep(1.2)
+    os.write(w, b"hello")
+threads = [threading.Thread(target=waiter), threading.Thread(target=feeder)]
+for t in threads:
+    t.start()
+pipeline(1.0)
+for t in [worker, *threads]:
+    t.join()
+print("pending:", sorted(signal.sigpending()))
+""",
+    )
+    out = compare(["prog.py"], tmp_path)
+    assert out["python"].stdout == "select: True\nread: b'hello'\npending: []\n"
+    with Capture(tmp_path / "run.lead") as cap:
+        assert cap.end is not None and cap.end["parked"] > 0, cap.end
 
 
 def test_piped_standard_input(tmp_path: Path) -> None:

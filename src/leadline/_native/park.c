@@ -20,9 +20,12 @@
 #include "park.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -79,6 +82,21 @@ int ll_park_install(void) {
     sigemptyset(&sa.sa_mask);
     installed = sigaction(park_signal(), &sa, NULL) == 0 ? 1 : -1;
     return installed > 0 ? 0 : -1;
+}
+
+int ll_park_blocked(pid_t tid) {
+    char path[64], buf[2048];
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 1;
+    buf[n] = 0;
+    const char *p = strstr(buf, "\nSigBlk:");
+    if (!p) return 1;
+    unsigned long long mask = strtoull(p + 8, NULL, 16);
+    return (int)(mask >> (park_signal() - 1) & 1);
 }
 
 int ll_park(pid_t tid, uint64_t wait_ns) {

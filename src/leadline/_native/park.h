@@ -13,6 +13,9 @@ int ll_park_install(void);
  * Between the two, the caller must not take a lock or allocate: the stopped thread may hold
  * any lock of the process. */
 int ll_park(pid_t tid, uint64_t wait_ns);
+/* Whether thread `tid` of this process blocks the signal (1 if that cannot be told): such a
+ * thread is never asked, or the signal would wait in it, where the program could see it. */
+int ll_park_blocked(pid_t tid);
 void ll_unpark(void);
 
 #endif

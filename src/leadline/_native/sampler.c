@@ -95,6 +95,7 @@ typedef struct {
     uint64_t fair_tick;         /* the schedule's tick (due_tick) of its last fair sample */
     uint64_t seen; /* tick it was last seen in */
     uint32_t raced; /* the fraction of its recent first walks that raced, x 2^16 (walk_thread) */
+    int park;       /* it can be parked: 1 yes, -1 no (it blocks the signal), 0 not known yet */
 } ThreadSlot;
 
 typedef struct {
@@ -541,11 +542,14 @@ static int walk_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate,
             /* Not running during the first walk: its stack stood still, the walk stands.  Asked
              * and not answering: it is waiting for a CPU (or blocks the signal), read again. */
             if (c == c1 && status == LL_WALK_OK) break;
-            parked = c > c1 && ll_park(slot->tid, LL_PARK_WAIT_NS);
+            if (c > c1 && !slot->park) slot->park = ll_park_blocked(slot->tid) ? -1 : 1;
+            parked = c > c1 && slot->park > 0 && ll_park(slot->tid, LL_PARK_WAIT_NS);
             if (parked)
                 S->parked++;
             else
                 S->retried++;
+            if (c > c1 && slot->park > 0 && !parked && ll_park_blocked(slot->tid))
+                slot->park = -1; /* it blocked the signal since: it is never asked again */
             ll_mem_forget(&T->proc.mem);
             int rerr = ll_mem_read(&T->proc.mem, tstate, ts, ts_size);
             *gone = rerr == ESRCH;
