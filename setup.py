@@ -55,7 +55,6 @@ native = Extension(
         "src/leadline/_native/procmem.c",
         "src/leadline/_native/sampler.c",
         "src/leadline/_native/stackwalk.c",
-        "src/leadline/_native/park.c",
         "src/leadline/_native/marks.c",
         "src/leadline/_native/probe.c",
     ],
