@@ -574,7 +574,10 @@ static int ll_park_install(void) {
     }
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_park;
-    sa.sa_flags = SA_RESTART;
+    /* SA_NODEFER: the signal is not blocked while the handler runs, so that a thread's SigBlk
+     * is the program's own mask even when a late signal is being handled (a thread seen
+     * "blocking" it then was never asked again, and its stacks were read racing). */
+    sa.sa_flags = SA_RESTART | SA_NODEFER;
     sigemptyset(&sa.sa_mask);
     installed = sigaction(park_signal(), &sa, NULL) == 0 ? 1 : -1;
     return installed > 0 ? 0 : -1;
