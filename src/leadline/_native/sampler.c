@@ -106,6 +106,7 @@ typedef struct {
     uint64_t runtime;
     int statm_fd;
     uint64_t rss_pages;
+    int64_t rss_carry; /* growth no sample has taken yet (pages) */
     int have_rss;
     ThreadSlot *threads;
     int nthreads, cthreads;
@@ -142,6 +143,7 @@ typedef struct {
     uint64_t chunk_prev_t, chunk_started_ns;
     uint64_t chunk_first; /* samples when the chunk began */
     Pending *pending;
+    int rss_grew; /* the RSS grew since the tick before: samples count where they were found */
     uint64_t ticks, samples, missed, torn, retried, parked, truncated, deferred;
     uint64_t sampler_cpu_ns, t_end, last_scan_ns, rng, fork_ns;
     uint64_t exit_t; /* ticks when the first process was found gone (0: it was not) */
@@ -780,7 +782,8 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
     uint32_t stack = ll_intern_walk(&S->st, n);
     slot->last_stack = stack;
     Pending p = {slot, stack, truncated ? SF_TRUNCATED : 0, cpu, 0, S->covers};
-    if (!weigh(S, slot, idle, !idle && fair(S, slot, state, used, c1, c2), t, now, &p))
+    if (!weigh(S, slot, idle, !idle && (S->rss_grew || fair(S, slot, state, used, c1, c2)), t,
+               now, &p))
         return THREAD_SKIPPED;
     if (truncated) S->truncated++;
     if (S->cpu_mode) p.repeat = 1;
@@ -819,18 +822,26 @@ static int sample_threads(Sampler *S, Target *T, uint64_t tstate, uint64_t t, ui
     return np;
 }
 
-/* The process's RSS, read once a tick, into the np pending samples (SF_RSS). */
-static void share_rss(Sampler *S, Target *T, int np) {
+/* The process's RSS growth since it was last read (pages), read once a tick before its threads
+ * are: a tick in which it grew takes every thread sample where it was found (sample_thread), so
+ * that the growth goes to the code that was running, not to the thread's latest fair samples,
+ * which at a phase change are still the phase before (seen: a function that allocated 64 MB
+ * shown with 30 of them, the other 34 given to the phase after it). */
+static int64_t read_rss(Target *T) {
     char buf[128];
     ssize_t r = T->statm_fd >= 0 ? pread(T->statm_fd, buf, sizeof buf - 1, 0) : -1;
-    if (r <= 0) return;
+    if (r <= 0) return 0;
     buf[r] = 0;
     char *sp = strchr(buf, ' ');
     uint64_t rss = sp ? strtoull(sp + 1, NULL, 10) : 0;
     int64_t d = T->have_rss ? (int64_t)rss - (int64_t)T->rss_pages : 0;
     T->rss_pages = rss;
     T->have_rss = 1;
-    /* The process's growth since the last tick goes to the threads that ran. */
+    return d;
+}
+
+/* The growth `d` goes to the np pending samples of the threads that ran (SF_RSS). */
+static void share_rss(Sampler *S, int np, int64_t d) {
     int active = 0;
     for (int i = 0; i < np; i++) active += !(S->pending[i].flags & SF_IDLE);
     int share_to = active ? active : 1, k = 0;
@@ -848,8 +859,11 @@ static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
     ll_mem_forget(&T->proc.mem);
     uint64_t tstate = 0;
     if (first_thread(S, T, t, &tstate)) return;
+    int64_t d = S->memory ? T->rss_carry + read_rss(T) : 0;
+    S->rss_grew = d != 0;
     int np = sample_threads(S, T, tstate, t, now);
-    if (S->memory && np) share_rss(S, T, np);
+    T->rss_carry = np ? 0 : d; /* no sample this tick: the next one takes it */
+    if (S->memory && np) share_rss(S, np, d);
     for (int i = 0; i < np; i++) emit(S, t, &S->pending[i], now);
     if ((S->ticks & 127) == 0) forget_threads(S, T, t);
 }
