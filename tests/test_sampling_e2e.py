@@ -298,6 +298,30 @@ def test_a_pipeline_of_generators_is_read_as_it_runs(tmp_path: Path) -> None:
     assert got["one CPU"]["double"] > 40.0 and got["one CPU"]["numbers"] > 2.0, got
 
 
+def test_the_thread_start_wrapper_is_not_in_the_programs_stacks(tmp_path: Path) -> None:
+    """leadline wraps Thread.start to remember thread names; a sample of a program starting a
+    thread shows the program's call of Thread.start, not the wrapper (seen under load: the
+    wrapper's frame, in leadline's recorder.py, in the report of the busy-program test)."""
+    src = """
+        import threading
+
+        def nothing():
+            pass
+
+        for _ in range(3000):
+            t = threading.Thread(target=nothing)
+            t.start()
+            t.join()
+    """
+    _, data = run_profile(tmp_path, src, "--rate", "2000")
+    files = {f["file"] for f in data["functions"]}
+    assert not any("leadline" in f for f in files), files
+    start = [
+        f for f in data["functions"] if f["name"].endswith("start") and "threading" in f["file"]
+    ]
+    assert start and start[0]["total"] > 10, data["functions"][:8]
+
+
 def test_deep_recursion_5000_frames(tmp_path: Path) -> None:
     src = """
         import sys, time

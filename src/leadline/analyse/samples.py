@@ -23,6 +23,20 @@ SCHEMA_VERSION = 1
 _RUNPY = ("runpy.py", "<frozen runpy>")
 
 
+# The functions leadline puts in the program's way (record/recorder.py: its Thread.start and
+# os._exit wrappers), by their names on 3.11+ and on 3.10 (no qualified names).  A program's
+# stack that runs through one is shown without it, as the program would see it.
+_IN_THE_WAY = frozenset(
+    {"Recorder._watch_thread_names.<locals>.start", "start", "Recorder._exit_wrapper",
+     "_exit_wrapper"}
+)  # fmt: skip
+
+
+def _in_the_way(file: str, name: str, package_dir: str) -> bool:
+    recorder = package_dir.rstrip("/") + "/record/recorder.py"
+    return bool(package_dir) and file == recorder and name in _IN_THE_WAY
+
+
 def _is_wrapper(file: str, package_dir: str) -> bool:
     """Frames of leadline's own runner (and runpy under it) at the root of a stack."""
     return bool(package_dir and file.startswith(package_dir)) or file.endswith(_RUNPY)
@@ -131,7 +145,11 @@ class _StackResolver:
             return
         up = zone.get(parent)
         if up is None:
-            node_of[sid] = self.tree.child(node_of[parent], self.frame_of(func, off))
+            f = self.cap.functions.get(func)
+            if f is not None and _in_the_way(file, f.name, package_dir):
+                node_of[sid] = node_of[parent]  # leadline's wrapper: not the program's frame
+            else:
+                node_of[sid] = self.tree.child(node_of[parent], self.frame_of(func, off))
             return
         _, depth, cut, pending = up
         if pending and ours:
