@@ -670,8 +670,10 @@ static int walk_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate,
             parked = c > c1 && slot->park > 0 && ll_park(slot->tid, LL_PARK_WAIT_NS);
             if (parked)
                 S->parked++;
-            else
-                S->retried++;
+            else if (status != LL_WALK_OK)
+                S->retried++; /* a walk that raced, read again running (a racy thread's walk
+                                 that checked out, read again because it did not answer, is
+                                 not: it waits for a CPU, its stack still) */
             if (c > c1 && slot->park > 0 && !parked && ll_park_blocked(slot->tid))
                 slot->park = -1; /* it blocked the signal since: it is never asked again */
             ll_mem_forget(&T->proc.mem);
