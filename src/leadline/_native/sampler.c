@@ -208,30 +208,43 @@ static void read_cpu_ns(const ThreadSlot *t, uint64_t *out) {
     if (end != buf) *out = v;
 }
 
-/* Is the thread on a CPU (or waiting for one)?  'R' in /proc/.../stat, read from `fd`; -1 if
+/* The text of /proc/PID/task/TID/`file` into buf (n bytes at most, NUL-terminated): its
+ * length, or -1.  No descriptor is kept open (a program with a thousand threads must not lose a
+ * thousand descriptors to its profiler). */
+static ssize_t read_task_file(pid_t pid, pid_t tid, const char *file, char *buf, size_t n) {
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/%s", (int)pid, (int)tid, file);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t r = fd >= 0 ? read(fd, buf, n - 1) : -1;
+    if (fd >= 0) close(fd);
+    buf[r > 0 ? r : 0] = 0;
+    return r > 0 ? r : -1;
+}
+
+/* Is the thread on a CPU (or waiting for one)?  'R' in the text of its /proc/.../stat; -1 if
  * unknown.  A thread blocked in a system call, a sleep, or waiting for the GIL is idle. */
+static int stat_running(const char *stat) {
+    const char *p = strrchr(stat, ')');
+    return p && p[1] == ' ' ? p[2] == 'R' : -1;
+}
+
+/* The same, from another process's thread's stat file kept open as `fd`. */
 static int state_running(int fd) {
     char buf[512];
     ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
     if (n <= 0) return -1;
     buf[n] = 0;
-    const char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' ? p[2] == 'R' : -1;
+    return stat_running(buf);
 }
 
 static int is_running(const ThreadSlot *t) { return state_running(t->stat_fd); }
 
 /* Whether a thread of this process that its clock says is idle ran lately (LL_RAN_LATELY_NS)
- * and is runnable: waiting for a CPU, not sleeping.  No descriptor is kept open for it (a
- * program with a thousand threads must not lose a thousand descriptors to its profiler). */
+ * and is runnable: waiting for a CPU, not sleeping. */
 static int waits_for_cpu(const ThreadSlot *t, uint64_t now) {
     if (now - t->ran_ns >= LL_RAN_LATELY_NS) return 0;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)t->tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    int r = state_running(fd);
-    if (fd >= 0) close(fd);
-    return r == 1;
+    char buf[512];
+    return read_task_file(getpid(), t->tid, "stat", buf, sizeof buf) > 0 && stat_running(buf) == 1;
 }
 
 static ThreadSlot *thread_slot(Sampler *S, Target *T, uint64_t ident, pid_t tid) {
@@ -259,14 +272,8 @@ static ThreadSlot *thread_slot(Sampler *S, Target *T, uint64_t ident, pid_t tid)
             snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)T->pid, (int)tid);
             t->fd = open(path, O_RDONLY | O_CLOEXEC);
         }
-        snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)T->pid, (int)tid);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            ssize_t n = read(fd, name, sizeof name - 1);
-            name[n > 0 ? n : 0] = 0;
-            name[strcspn(name, "\n")] = 0;
-            close(fd);
-        }
+        read_task_file(T->pid, tid, "comm", name, sizeof name);
+        name[strcspn(name, "\n")] = 0;
     }
     if (tid == T->pid) strcpy(name, "MainThread");
     t->cpu_ns = 0;
@@ -588,14 +595,8 @@ static int ll_park_install(void) {
 /* Whether thread `tid` of this process blocks the signal (1 if that cannot be told): such a
  * thread is never asked, or the signal would wait in it, where the program could see it. */
 static int ll_park_blocked(pid_t tid) {
-    char path[64], buf[2048];
-    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 1;
-    buf[n] = 0;
+    char buf[2048];
+    if (read_task_file(getpid(), tid, "status", buf, sizeof buf) < 0) return 1;
     const char *p = strstr(buf, "\nSigBlk:");
     if (!p) return 1;
     unsigned long long mask = strtoull(p + 8, NULL, 16);
@@ -664,7 +665,7 @@ static int walk_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate,
             uint64_t c = c1;
             if (attempt == 1 && slot->clock) read_cpu_ns(slot, &c);
             /* Not running during the first walk: its stack stood still, the walk stands.  Asked
-             * and not answering: it is waiting for a CPU (or blocks the signal), read again. */
+             * and not answering: it is waiting for a CPU, read again. */
             if (c == c1 && status == LL_WALK_OK) break;
             if (c > c1 && !slot->park) slot->park = ll_park_blocked(slot->tid) ? -1 : 1;
             parked = c > c1 && slot->park > 0 && ll_park(slot->tid, LL_PARK_WAIT_NS);
