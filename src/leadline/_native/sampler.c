@@ -653,12 +653,19 @@ static int read_walk(Sampler *S, Target *T, const uint8_t *ts, int *depth, int *
  * lasts.  That is not enough for a thread whose walks race often (LL_RACY of its recent ones):
  * first walks that succeed are still more often those of frames that last (seen: lizard's
  * tokenizer stages at half the share they had with the program stopped for every read), so
- * while it runs, each of its samples is read parked, whatever the first walk found.  *gone: the
- * process ended meanwhile. */
+ * while it runs, each of its samples is read parked, whatever the first walk found.  *drawn:
+ * the stack kept was read at a moment that owes nothing to what the thread was doing (its first
+ * walk, or a racy thread's parked one); a walk read again because the first raced was read just
+ * after the stack changed, at the start of a call or back in its caller, and is no fair draw
+ * ("fair samples", above: its weight goes to the thread's fair samples; seen, such reads kept
+ * as fair put the synthetic diff program's `run`, the loop between its calls, beyond noise
+ * between two runs of the same program).  *gone: the process ended meanwhile. */
 static int walk_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate, uint8_t *ts,
-                       size_t ts_size, uint64_t c1, int *n, int *truncated, int *gone) {
+                       size_t ts_size, uint64_t c1, int *n, int *truncated, int *gone,
+                       int *drawn) {
     int status = LL_WALK_TORN, depth = 0;
     int racy = slot->raced > LL_RACY;
+    *drawn = 1;
     for (int attempt = 0; attempt < LL_WALK_ATTEMPTS; attempt++) {
         int parked = 0;
         if (attempt) {
@@ -687,6 +694,7 @@ static int walk_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate,
         }
         status = read_walk(S, T, ts, &depth, truncated);
         if (parked) ll_unpark();
+        *drawn = attempt == 0 || (attempt == 1 && parked && racy);
         if (status == LL_WALK_OK) status = ll_walk_name(&S->st, &T->proc, depth, n);
         if (!attempt) /* the fraction of its first walks that raced, lately (x 2^16) */
             slot->raced = slot->raced - slot->raced / 16 + (status != LL_WALK_OK ? 4096u : 0u);
@@ -760,8 +768,8 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
     int state = slot->clock ? -1 : is_running(slot);
     if (S->cpu_mode && used == 0 && state != 1)
         return THREAD_SKIPPED; /* CPU mode: only threads that ran */
-    int n = 0, truncated = 0, gone = 0;
-    int status = walk_thread(S, T, slot, tstate, ts, ts_size, c1, &n, &truncated, &gone);
+    int n = 0, truncated = 0, gone = 0, drawn = 1;
+    int status = walk_thread(S, T, slot, tstate, ts, ts_size, c1, &n, &truncated, &gone, &drawn);
     uint64_t c2 = c1;
     read_cpu_ns(slot, &c2);
     uint64_t cpu = c2 > slot->cpu_ns ? c2 - slot->cpu_ns : 0;
@@ -785,8 +793,8 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
     uint32_t stack = ll_intern_walk(&S->st, n);
     slot->last_stack = stack;
     Pending p = {slot, stack, truncated ? SF_TRUNCATED : 0, cpu, 0, S->covers};
-    if (!weigh(S, slot, idle, !idle && (S->rss_grew || fair(S, slot, state, used, c1, c2)), t,
-               now, &p))
+    int is_fair = !idle && (S->rss_grew || (drawn && fair(S, slot, state, used, c1, c2)));
+    if (!weigh(S, slot, idle, is_fair, t, now, &p))
         return THREAD_SKIPPED;
     if (truncated) S->truncated++;
     if (S->cpu_mode) p.repeat = 1;
