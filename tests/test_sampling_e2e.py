@@ -23,6 +23,8 @@ from support import find_python, leadline, report, run, write
 
 import leadline as ll
 from leadline import _native
+from leadline.capture.reader import Capture
+from leadline.capture.schema import SAMPLER_COUNTERS
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parent.parent
@@ -280,7 +282,7 @@ def test_a_pipeline_of_generators_is_read_as_it_runs(tmp_path: Path) -> None:
     they differed by 1 point in a standard deviation, 3.5 at most)."""
     script = write(tmp_path, "pipe.py", PIPELINE)
     cpu = min(os.sched_getaffinity(0))
-    got = {}
+    got, counts = {}, {}
     for kind in ("free", "one CPU"):
         cap = tmp_path / f"{kind}.lead"
         pin = (lambda: os.sched_setaffinity(0, {cpu})) if kind == "one CPU" else None
@@ -291,10 +293,20 @@ def test_a_pipeline_of_generators_is_read_as_it_runs(tmp_path: Path) -> None:
         )  # fmt: skip
         assert r.returncode == 0, r.stderr
         data = report(cap, tmp_path)
-        assert data["samples"] > 4000 and data["torn"] < 0.01 * data["samples"], data
+        # On 3.10 a generator's frame reads as suspended (or just made) for a few instructions
+        # at each yield and resume while it is still, or already, the thread's frame; a thread
+        # stopped there stays there for every read of the sample, and such samples were torn:
+        # 0.5-1.1% of this program's, in both runs, quiet or loaded; none since.  (3.11 and 3.12
+        # have windows whose stack cannot be told: a frame's memory freed, a generator that
+        # yielded and is no longer linked to its caller; 0.1-0.5%.)
+        limit = 0.001 if sys.version_info[:2] == (3, 10) else 0.01
+        assert data["samples"] > 4000 and data["torn"] <= limit * data["samples"], data
         got[kind] = shares(data)
+        with contextlib.closing(Capture(cap)) as c:
+            end = c.end or {}
+        counts[kind] = {k: end.get(k) for k in (*SAMPLER_COUNTERS, "samples")}
     for name in ("numbers", "double", "keep_even", "count"):
-        assert abs(got["free"][name] - got["one CPU"][name]) <= 4.0, (name, got)
+        assert abs(got["free"][name] - got["one CPU"][name]) <= 4.0, (name, got, counts)
     assert got["one CPU"]["double"] > 40.0 and got["one CPU"]["numbers"] > 2.0, got
 
 
