@@ -400,10 +400,11 @@ def test_collapsed_threads_and_untrusted_names() -> None:
 # -- the renderers behind `leadline export`, on real captures ------------------------------
 TRACE_PROGRAM = "import leadline.record.tracer as t\nr = t.Tracer({path!r}).start()\n"
 TRACE_PROGRAM += "sum(range(100))\nr.stop()\n"
-# a: 0.9 s, b: 0.3 s (truth 3.0).  On a busy machine a thread held off its CPU, or a sampler
+# a: 2.4 s, b: 0.8 s (truth 3.0).  On a busy machine a thread held off its CPU, or a sampler
 # held up, for a stretch near the end of a has half that stretch counted in b (docs/run.md,
-# "Busy machines"): a > 2 b holds unless one such stretch is longer than 0.1 s (at 0.3 s and
-# 0.1 s it took 33 ms, and under AddressSanitizer on a busy machine a run came out 130 to 66).
+# "Busy machines"): a > 2 b holds unless one such stretch is longer than 0.53 s.  At 0.3 s and
+# 0.1 s it took 33 ms (under AddressSanitizer on a busy machine a run came out 130 to 66); at
+# 0.9 s and 0.3 s, 0.2 s, and a quiet CI stage's run came out 375 to 229 (a stretch of 0.3 s).
 SAMPLED_PROGRAM = """
 import time
 def spin(s):
@@ -411,9 +412,9 @@ def spin(s):
     while time.time() - t < s:
         pass
 def a():
-    spin(0.9)
+    spin(2.4)
 def b():
-    spin(0.3)
+    spin(0.8)
 a(); b()
 """
 
