@@ -197,6 +197,13 @@ def test_real_regression_is_ranked_first(pair: Pair, tmp_path: Path) -> None:
 
 
 def flagged_between(a: Path, b: Path) -> list[str]:
+    """The rows flagged between two captures, each with what a failure needs to be traced
+    (where the function is, both sides' self and total shares, their noise)."""
     functions = diff(a, b)["functions"]
     assert isinstance(functions, list)
-    return [f["name"] for f in functions if f["sig_self"] or f["sig_total"]]
+    keys = ("base_self", "new_self", "noise_self", "base_total", "new_total", "noise_total")
+    return [
+        f"{f['name']} ({f['module_path']}) " + " ".join(f"{k}={f[k]:.4f}" for k in keys)
+        for f in functions
+        if f["sig_self"] or f["sig_total"]
+    ]
