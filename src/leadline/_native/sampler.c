@@ -77,7 +77,10 @@
  * A thread that has slept longer is not asked: a read of /proc costs a few microseconds. */
 #define LL_RAN_LATELY_NS 250000000u
 
-enum { SF_IDLE = 1, SF_RSS = 2, SF_TRUNCATED = 4 };
+/* SF_GIVEN: the record is no stack read of its own but weight given to one (a tick a read
+ * stands for beyond its first, or what other reads stood for, spread over the thread's fair
+ * samples): the evidence a capture holds is its reads, whatever weight they carry. */
+enum { SF_IDLE = 1, SF_RSS = 2, SF_TRUNCATED = 4, SF_GIVEN = 8 };
 
 typedef struct {
     uint64_t ident; /* the thread's pthread_t, as CPython stores it */
@@ -336,7 +339,7 @@ static void emit(Sampler *S, uint64_t t, const Pending *p, uint64_t now) {
             S->chunk_started_ns = now;
             S->chunk_first = S->samples;
         }
-        uint8_t flags = r ? (uint8_t)(p->flags & ~SF_RSS) : p->flags;
+        uint8_t flags = r ? (uint8_t)((p->flags & ~SF_RSS) | SF_GIVEN) : p->flags;
         uint8_t *q = S->chunk->data + S->chunk->len;
         q = ll_put_varint(q, t - S->chunk_prev_t);
         q = ll_put_varint(q, p->slot->serial);
@@ -397,7 +400,7 @@ static void flush_pool(Sampler *S, ThreadSlot *t, uint64_t tick) {
         uint64_t share = t->pool_ns / n + (i == 0 ? t->pool_ns % n : 0);
         uint64_t k = S->cpu_mode ? 1 : ticks / n + (i == 0 ? ticks % n : 0);
         /* Wall mode, CPU time and no tick: an idle record carries it (not a busy tick). */
-        uint8_t flags = k == 0 ? SF_IDLE : 0;
+        uint8_t flags = (k == 0 ? SF_IDLE : 0) | SF_GIVEN;
         Pending p = {t, t->recent[i], flags, share, 0, k ? k : 1};
         if (k || share) emit(S, tick, &p, now);
     }
@@ -455,7 +458,7 @@ static void spread(Sampler *S, ThreadSlot *t, uint64_t cpu, uint64_t ticks, uint
         uint64_t k = ticks / pieces + (i < ticks % pieces);
         uint64_t newest = t->paid++ % among; /* 0: the latest fair sample */
         uint32_t stack = t->recent[(t->nrecent - 1 - newest) % LL_RECENT];
-        Pending p = {t, stack, 0, share, 0, S->cpu_mode ? 1 : k};
+        Pending p = {t, stack, SF_GIVEN, share, 0, S->cpu_mode ? 1 : k};
         emit(S, tick, &p, now);
     }
 }

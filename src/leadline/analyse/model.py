@@ -54,7 +54,12 @@ class Stack:
     thread: int  # Thread.serial
     samples: int = 0  # samples that saw this stack
     idle: int = 0  # of which the thread was idle (wall mode: off CPU)
+    # Of those records, the stack reads (the rest are weight given to them: SAMPLE_GIVEN), and
+    # the reads that found the thread idle: the evidence behind the weights.
+    reads: int = 0
+    idle_reads: int = 0
     cpu_ns: int = 0  # CPU time the thread used, attributed to this stack
+    cpu_sq: float = 0.0  # the sum of each of those samples' CPU time squared (its spread)
     rss_bytes: int = 0  # RSS change attributed to this stack (--memory); may be negative
 
     def weight(self, metric: Metric) -> int:

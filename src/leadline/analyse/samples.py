@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..capture import stop
-from ..capture.reader import SAMPLE_IDLE, Capture, CaptureStream, Progress
+from ..capture.reader import SAMPLE_GIVEN, SAMPLE_IDLE, Capture, CaptureStream, Progress
 from ..errors import LeadlineError
 from .model import Frame, Metric, SampleProfile, Stack, Thread
 from .stacktree import StackTree, TreePath
@@ -226,7 +226,12 @@ def _fold_samples(
         row.samples += 1
         if flags & SAMPLE_IDLE:
             row.idle += 1
-        row.cpu_ns += cpu if cpu_cap_ns is None else min(cpu, int(cpu_cap_ns))
+        if not flags & SAMPLE_GIVEN:
+            row.reads += 1
+            row.idle_reads += flags & SAMPLE_IDLE
+        used = cpu if cpu_cap_ns is None else min(cpu, int(cpu_cap_ns))
+        row.cpu_ns += used
+        row.cpu_sq += float(used) * used
         row.rss_bytes += drss * page
     return _Rows(list(rows.values()), n_samples, first_t, last_t)
 

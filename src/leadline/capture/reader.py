@@ -46,7 +46,7 @@ Event = tuple[int, int, int, int, int, int, int]  # number, kind, func, t, rss_p
 # A sample: t (ticks), thread serial, flags, stack id, CPU ns since the thread's last sample,
 # RSS change in pages attributed to it.
 Sample = tuple[int, int, int, int, int, int]
-SAMPLE_IDLE, SAMPLE_RSS, SAMPLE_TRUNCATED = 1, 2, 4
+SAMPLE_IDLE, SAMPLE_RSS, SAMPLE_TRUNCATED, SAMPLE_GIVEN = 1, 2, 4, 8
 
 
 @dataclass(frozen=True)
