@@ -131,8 +131,9 @@ class Side:
     # a read made with the thread parked is sure): a read that raced and was kept may have
     # named a caller for its callee, so shares are no surer than that.
     racy: float = 0.0
-    # A sampling capture's: `node_var` holds, per node, the sum of its samples' weights squared
-    # (a sample counted one weighs 1), which is how much a sum of such samples varies.
+    # A sampling capture's: `node_var` holds, per node, the sum of the squared weights of the
+    # reads its weight came from (_row_spread; a read counted one weighs 1), which is how much
+    # a sum of such reads varies.
     squares: bool = False
 
     def __post_init__(self) -> None:
@@ -559,15 +560,23 @@ def _costs(side: Side, mapping: list[int], scale: float) -> Costs:
     incl_at = t.subtree_sums(own)
     c.present = t.reached([w != 0 for w in own])
     outer = t.outermost(c.keys)
+    # A sampled side's spreads (sums of its reads' squared weights, _row_spread), per node:
+    # summed per function as its costs are, in the same pass.
+    squares = side.node_var if sampled and side.squares else None
+    squares_at = t.subtree_sums(squares) if squares is not None else None
     for n in range(1, n_nodes):
         if not c.present[n]:
             continue
         f = c.keys[n]
         if own[n]:
             c.self_[f] = c.self_.get(f, 0.0) + own[n]
+            if squares is not None:
+                c.self_var[f] = c.self_var.get(f, 0.0) + squares[n]
         if outer[n]:
             v = incl_at[n]
             c.incl[f] = c.incl.get(f, 0.0) + v
+            if squares_at is not None:
+                c.incl_var[f] = c.incl_var.get(f, 0.0) + squares_at[n]
             up = t.parent[n]
             caller = c.keys[up] if up > 0 else -1
             by = c.callers.setdefault(f, {})
@@ -585,19 +594,11 @@ def _costs(side: Side, mapping: list[int], scale: float) -> Costs:
         c.calls_at = side.node_calls
         for f, k in side.calls.items():
             c.calls[mapping[f]] = c.calls.get(mapping[f], 0) + k
-    elif side.squares:
-        # A sampled side's spreads: the sums of its samples' squared weights, per function
-        # (exclusive and inclusive, as its costs) and per node.
-        s2, squares = scale * scale, side.node_var
-        squares_at = t.subtree_sums(squares)
-        for n in range(1, n_nodes):
-            if not c.present[n]:
-                continue
-            f = c.keys[n]
-            if own[n]:
-                c.self_var[f] = c.self_var.get(f, 0.0) + squares[n] * s2
-            if outer[n]:
-                c.incl_var[f] = c.incl_var.get(f, 0.0) + squares_at[n] * s2
+    elif squares_at is not None:
+        s2 = scale * scale
+        for spreads in (c.self_var, c.incl_var):
+            for f in spreads:
+                spreads[f] *= s2
         c.var_at = [v * s2 for v in squares_at]
     c.total = sum(own) * scale
     c.incl_at = [v * scale for v in incl_at]
@@ -777,10 +778,9 @@ class _Judge:
           this value's reads weigh on that side (_quanta: the reads of a program's start-up
           carried 10 to 60 times the others' weight in one run of 0.4 s and not in its twin;
           judged as average samples, four import-time functions were beyond noise), the
-          run-to-run floor of
-          its own value, and its raced-reads allowance of the shared value (reads that raced
-          may have taken a function's samples away, so what the side shows is no measure of
-          that);
+          run-to-run floor of its own value, and its raced-reads allowance of the shared value
+          (reads that raced may have taken a function's samples away, so what the side shows
+          is no measure of that);
         - a trace: the variance from its calls (`var`), or the run-to-run floor if that is
           larger.  On a busy host that spread is the host's run-to-run variation itself: over 12
           identical traces, shares moved less between runs than the spread alone predicted, so
