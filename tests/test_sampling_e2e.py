@@ -296,10 +296,14 @@ def test_a_pipeline_of_generators_is_read_as_it_runs(tmp_path: Path) -> None:
         # On 3.10 a generator's frame reads as suspended (or just made) for a few instructions
         # at each yield and resume while it is still, or already, the thread's frame; a thread
         # stopped there stays there for every read of the sample, and such samples were torn:
-        # 0.5-1.1% of this program's, in both runs, quiet or loaded; none since.  (3.11 and 3.12
-        # have windows whose stack cannot be told: a frame's memory freed, a generator that
-        # yielded and is no longer linked to its caller; 0.1-0.5%.)
-        limit = 0.001 if sys.version_info[:2] == (3, 10) else 0.01
+        # 0.5-1.1% of this program's, in both runs, quiet or loaded; none since.  3.11 and 3.12
+        # have windows whose stack cannot be told (docs/run.md): 3.11 a frame whose memory was
+        # just freed, 0.1-0.2%; 3.12 a generator at a yield or resume, already (or still)
+        # unlinked from its caller while it is the thread's frame: every torn walk of the
+        # one-CPU run is one, and 0.65-1.92% of the samples in 22 runs (both runs, quiet or
+        # beside two CPU hogs, this sampler or the one of 7b3987a alike; mean 1.1, deviation
+        # 0.3), so its bound is 3%: a sampler blind to anything more than that window fails it.
+        limit = {(3, 10): 0.001, (3, 12): 0.03}.get(sys.version_info[:2], 0.01)
         assert data["samples"] > 4000 and data["torn"] <= limit * data["samples"], data
         got[kind] = shares(data)
         with contextlib.closing(Capture(cap)) as c:
