@@ -567,14 +567,40 @@ def test_three_times_slower_among_fifty_ranks_first(runs: dict[str, Path], tmp_p
     assert "Callers of #1 func_17" in text
 
 
+def flagged_rows(data: dict[str, Any]) -> list[str]:
+    """The flagged rows of a diff with both sides' self shares and their noise."""
+    return [
+        f"{f['name']} {f['base_self']:.4f}->{f['new_self']:.4f} noise {f['noise_self']:.4f}"
+        for f in data["functions"]
+        if f["sig_self"] or f["sig_total"]
+    ]
+
+
 def test_two_runs_of_the_same_program_flag_nothing(runs: dict[str, Path], tmp_path: Path) -> None:
-    data = diff_json(runs["base"], runs["again"], cwd=tmp_path)
+    """On this shared host a whole run sometimes differs from its twin beyond what any one run
+    can show: `run`, whose self time is the loop between 75,000 calls (a few hundred
+    nanoseconds each), had 0.41-0.94% of the CPU time in 27 of 39 runs of this program and
+    1.0-1.8% in the other 12, in phases that last minutes (five runs in a row at 1.1-1.9%, then
+    three at 0.5%); 118 of the 741 pairs of those runs flagged it, and one pair another
+    function.  Pinned to one CPU with the sampler it had 0.31-0.48% in 9 runs, and the program
+    alone spends at most 0.41-0.87% there (its calls timed without a profiler): part of it is
+    the sampler disturbing the program from the other CPU (docs/diff.md, "What the noise model
+    cannot see").  As in tests/test_diff_real.py, a third identical run tells a disturbed run
+    from a noise model that flags too much: with one of the first two it must be quiet."""
+    pair = (runs["base"], runs["again"])
+    data = diff_json(*pair, cwd=tmp_path)
+    if flagged(data):
+        third = profiled(tmp_path, "third")
+        tried = {run: diff_json(run, third, cwd=tmp_path) for run in pair}
+        quiet = [run for run, d in tried.items() if not flagged(d)]
+        assert quiet, (flagged_rows(data), [flagged_rows(d) for d in tried.values()])
+        pair, data = (quiet[0], third), tried[quiet[0]]
     assert flagged(data) == [] and data["summary"] == {
         "grew": 0,
         "shrank": 0,
         "functions": data["summary"]["functions"],
     }
-    r = leadline("diff", runs["base"], runs["again"], "--fail-above", "10", cwd=tmp_path)
+    r = leadline("diff", *pair, "--fail-above", "10", cwd=tmp_path)
     assert r.returncode == 0 and "No function changed beyond noise." in r.stdout
 
 

@@ -328,8 +328,22 @@ print("pending:", sorted(signal.sigpending()))
     )
     out = compare(["prog.py"], tmp_path)
     assert out["python"].stdout == "select: True\nread: b'hello'\npending: []\n"
-    with Capture(tmp_path / "run.lead") as cap:
-        assert cap.end is not None and cap.end["parked"] > 0, cap.end
+    # A park that is not answered within 100 us (the thread lost its CPU meanwhile: it is read
+    # again running, docs/run.md) is no park.  Beside three CPU hogs this run parked its worker
+    # 3-87 times in 60 runs; in one phase of the host (minutes) not once in 7 of 15 runs, whose
+    # walks raced as often (27-61 read again running), and a CI stage beside two hogs saw the
+    # same.  The run is recorded again then, and the program must behave the same in it.
+    ends = []
+    for attempt in range(3):
+        if attempt:
+            again = leadline_run("run", ["prog.py"], tmp_path)
+            assert_same(out["python"], again, "leadline run")
+        with Capture(tmp_path / "run.lead") as cap:
+            assert cap.end is not None
+            ends.append({k: cap.end.get(k) for k in ("ticks", "samples", "parked", "retried")})
+        if ends[-1]["parked"]:
+            break
+    assert ends[-1]["parked"], ends
 
 
 def test_piped_standard_input(tmp_path: Path) -> None:
