@@ -403,3 +403,27 @@ def test_soak_briefly(tmp_path: Path) -> None:
     assert results["slow"]["requests"] >= 1
     for name in ("down", "500"):  # the spool reached its cap: the oldest were dropped
         assert results[name]["agent"]["dropped"] > 0, (name, results[name]["agent"])
+
+
+def test_what_the_agent_pushes_keeps_each_stacks_weights() -> None:
+    """The CPU profile keeps each stack's CPU time and running samples, the memory profile its
+    growth (a field added to stacks once shifted them, and the agent pushed no CPU time)."""
+    from leadline.analyse.model import SampleProfile, Stack
+    from leadline.fleet.agent import _growth_only, _running_only
+
+    stacks = [
+        Stack((0, 1), 1, samples=5, idle=2, reads=3, cpu_ns=7_000, rss_bytes=4096),
+        Stack((0, 2), 1, samples=4, idle=4, reads=4, idle_reads=4),
+    ]
+    profile = SampleProfile(
+        mode="cpu", rate_hz=100.0, duration_ns=10**9, start_unix_ns=0, samples=9, ticks=9,
+        missed=0, torn=0, memory=True, frames=[], threads=[], stacks=stacks,
+    )  # fmt: skip
+    cpu = _running_only(profile).stacks
+    assert [(s.frames, s.samples, s.idle, s.cpu_ns, s.rss_bytes) for s in cpu] == [
+        ((0, 1), 3, 0, 7_000, 0)
+    ]
+    grown = _growth_only(profile).stacks
+    assert [(s.frames, s.samples, s.idle, s.cpu_ns, s.rss_bytes) for s in grown] == [
+        ((0, 1), 5, 2, 0, 4096)
+    ]

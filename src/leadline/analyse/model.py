@@ -10,7 +10,7 @@ tested on profiles built by hand.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -52,6 +52,9 @@ class Stack:
 
     frames: Sequence[int]
     thread: int  # Thread.serial
+    # The weights by name only: 710aac3 put `reads` and `idle_reads` before `cpu_ns`, and the
+    # fleet agent, which gave them by position, pushed no CPU time and no memory growth.
+    _: KW_ONLY
     samples: int = 0  # samples that saw this stack
     idle: int = 0  # of which the thread was idle (wall mode: off CPU)
     # Of those records, the stack reads (the rest are weight given to them: SAMPLE_GIVEN), and

@@ -295,7 +295,7 @@ def _shown(config: AgentConfig) -> str:
 def _running_only(p: SampleProfile) -> SampleProfile:
     """CPU samples: the samples in which the thread ran (cpu mode marks the others idle)."""
     stacks = [
-        Stack(s.frames, s.thread, s.samples - s.idle, 0, s.cpu_ns, 0)
+        Stack(s.frames, s.thread, samples=s.samples - s.idle, cpu_ns=s.cpu_ns)
         for s in p.stacks
         if s.samples > s.idle or s.cpu_ns > 0
     ]
@@ -306,7 +306,7 @@ def _growth_only(p: SampleProfile) -> SampleProfile:
     """RSS growth: the stacks whose resident memory grew over the period (memory given back
     has no width to draw and would cancel growth elsewhere in a merged fleet view)."""
     stacks = [
-        Stack(s.frames, s.thread, s.samples, s.idle, 0, s.rss_bytes)
+        Stack(s.frames, s.thread, samples=s.samples, idle=s.idle, rss_bytes=s.rss_bytes)
         for s in p.stacks
         if s.rss_bytes > 0
     ]
