@@ -154,3 +154,18 @@ def burn_cpu(seconds: float) -> None:
     t = time.thread_time()
     while time.thread_time() - t < seconds:
         sum(i * i for i in range(1000))
+
+
+DIFF_KEYS = ("base_self", "new_self", "noise_self", "base_total", "new_total", "noise_total")
+
+
+def diff_row(f: dict[str, Any]) -> str:
+    """A `leadline diff --json` row as a failure message needs it: where the function is, both
+    sides' self and total shares, their noise, whether it is beyond it."""
+    shares = " ".join(f"{k}={f[k]:.4f}" for k in DIFF_KEYS)
+    return f"{f['name']} ({f['module_path']}) {shares} sig={f['sig_self']},{f['sig_total']}"
+
+
+def flagged_rows(data: dict[str, Any]) -> list[str]:
+    """The rows of a `leadline diff --json` beyond noise, as diff_row gives them."""
+    return [diff_row(f) for f in data["functions"] if f["sig_self"] or f["sig_total"]]

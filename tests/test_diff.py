@@ -13,7 +13,7 @@ from typing import Any
 
 import htmlpage
 import pytest
-from support import leadline, run, write
+from support import flagged_rows, leadline, run, write
 
 from leadline.analyse.diff import (
     Func,
@@ -565,15 +565,6 @@ def test_three_times_slower_among_fifty_ranks_first(runs: dict[str, Path], tmp_p
     rows = [ln for ln in text.splitlines() if ln.lstrip().startswith("1 ")]
     assert "func_17" in rows[0] and "grew" in rows[0]
     assert "Callers of #1 func_17" in text
-
-
-def flagged_rows(data: dict[str, Any]) -> list[str]:
-    """The flagged rows of a diff with both sides' self shares and their noise."""
-    return [
-        f"{f['name']} {f['base_self']:.4f}->{f['new_self']:.4f} noise {f['noise_self']:.4f}"
-        for f in data["functions"]
-        if f["sig_self"] or f["sig_total"]
-    ]
 
 
 def test_two_runs_of_the_same_program_flag_nothing(runs: dict[str, Path], tmp_path: Path) -> None:

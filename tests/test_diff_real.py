@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support import leadline, run
+from support import diff_row, flagged_rows, leadline, run
 
 HERE = Path(__file__).resolve().parent / "real_regressions"
 
@@ -176,8 +176,8 @@ def test_real_regression_is_ranked_first(pair: Pair, tmp_path: Path) -> None:
     assert isinstance(functions, list)
     first = functions[0]
     assert (first["name"], first["module_path"]) == (pair.culprit_name, pair.culprit_file), (
-        [row_of(f) for f in functions[:5]],
-        [row_of(f) for f in functions if f["name"] == pair.culprit_name],
+        [diff_row(f) for f in functions[:5]],
+        [diff_row(f) for f in functions if f["name"] == pair.culprit_name],
         {side: data[side] for side in ("base", "new")},
         {path.name: evidence_of(path) for path in (base, new)},
     )
@@ -199,16 +199,6 @@ def test_real_regression_is_ranked_first(pair: Pair, tmp_path: Path) -> None:
     assert flagged == [], flagged
 
 
-KEYS = ("base_self", "new_self", "noise_self", "base_total", "new_total", "noise_total")
-
-
-def row_of(f: dict[str, object]) -> str:
-    """A diff row as a failure message needs it: where the function is, both sides' self and
-    total shares, their noise, whether it is beyond it."""
-    shares = " ".join(f"{k}={f[k]:.4f}" for k in KEYS)
-    return f"{f['name']} ({f['module_path']}) {shares} sig={f['sig_self']},{f['sig_total']}"
-
-
 def evidence_of(path: Path) -> dict[str, object]:
     """What the sampler's END says of a capture's reads: ticks, deferred, retried, parked."""
     from leadline.capture.reader import Capture
@@ -219,8 +209,5 @@ def evidence_of(path: Path) -> dict[str, object]:
 
 
 def flagged_between(a: Path, b: Path) -> list[str]:
-    """The rows flagged between two captures, each with what a failure needs to be traced
-    (where the function is, both sides' self and total shares, their noise)."""
-    functions = diff(a, b)["functions"]
-    assert isinstance(functions, list)
-    return [row_of(f) for f in functions if f["sig_self"] or f["sig_total"]]
+    """The rows flagged between two captures, each with what a failure needs to be traced."""
+    return flagged_rows(diff(a, b))

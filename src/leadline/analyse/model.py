@@ -52,8 +52,8 @@ class Stack:
 
     frames: Sequence[int]
     thread: int  # Thread.serial
-    # The weights by name only: 710aac3 put `reads` and `idle_reads` before `cpu_ns`, and the
-    # fleet agent, which gave them by position, pushed no CPU time and no memory growth.
+    # The weights by name only: given by position, a field added among them shifts every
+    # caller's weights into the wrong fields (the fleet agent once pushed no CPU time so).
     _: KW_ONLY
     samples: int = 0  # samples that saw this stack
     idle: int = 0  # of which the thread was idle (wall mode: off CPU)
