@@ -270,6 +270,24 @@ PIPELINE = """
 """
 
 
+PIPELINE_STAGES = ("numbers", "double", "keep_even", "count")
+
+
+def pipeline_shares(runs: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Each kind of run's mean self share of each pipeline stage over its runs so far (runs of
+    the same length and rate: their samples weigh alike)."""
+    return {
+        kind: {n: sum(r.get(n, 0.0) for r in rs) / len(rs) for n in PIPELINE_STAGES}
+        for kind, rs in runs.items()
+    }
+
+
+def pipeline_gap(runs: dict[str, list[dict[str, float]]]) -> float:
+    """The largest difference, in points, between the free and the one-CPU runs' mean shares."""
+    got = pipeline_shares(runs)
+    return max(abs(got["free"][n] - got["one CPU"][n]) for n in PIPELINE_STAGES)
+
+
 def test_a_pipeline_of_generators_is_read_as_it_runs(tmp_path: Path) -> None:
     """Generators that hand values on every microsecond or so change the stack faster than the
     sampler reads it.  Read while the program runs on another CPU, most walks race; before a
@@ -279,11 +297,18 @@ def test_a_pipeline_of_generators_is_read_as_it_runs(tmp_path: Path) -> None:
     one CPU (every read made while the program is stopped) gives them 50% and 4.5%, quiet or
     beside two CPU hogs.  That run is the reference: the shares must be within 4 points of it
     (over 21 pairs of 8,000-sample runs on 3.10 to 3.13, quiet and beside two or four CPU hogs,
-    they differed by 1 point in a standard deviation, 3.5 at most)."""
+    they differed by 1 point in a standard deviation, 3.5 at most; with the sampler built with
+    AddressSanitizer, 2 to 3 times slower per read, `keep_even` by +1.0 on average, deviation
+    1.2, 3.2 at most in 11 pairs, and once 4.9 in a CI run).  A pair beyond 4 points is recorded
+    again and the bound applies to the means of the two pairs: twice the evidence, which a
+    sampler off by more than 4 points still fails."""
     script = write(tmp_path, "pipe.py", PIPELINE)
     cpu = min(os.sched_getaffinity(0))
-    got, counts = {}, {}
-    for kind in ("free", "one CPU"):
+    runs: dict[str, list[dict[str, float]]] = {"free": [], "one CPU": []}
+    counts: dict[str, list[dict[str, Any]]] = {"free": [], "one CPU": []}
+    for pair, kind in itertools.product(range(2), ("free", "one CPU")):
+        if pair and kind == "free" and pipeline_gap(runs) <= 4.0:
+            break
         cap = tmp_path / f"{kind}.lead"
         pin = (lambda: os.sched_setaffinity(0, {cpu})) if kind == "one CPU" else None
         r = run(
@@ -305,12 +330,12 @@ def test_a_pipeline_of_generators_is_read_as_it_runs(tmp_path: Path) -> None:
         # 0.3), so its bound is 3%: a sampler blind to anything more than that window fails it.
         limit = {(3, 10): 0.001, (3, 12): 0.03}.get(sys.version_info[:2], 0.01)
         assert data["samples"] > 4000 and data["torn"] <= limit * data["samples"], data
-        got[kind] = shares(data)
+        runs[kind].append(shares(data))
         with contextlib.closing(Capture(cap)) as c:
             end = c.end or {}
-        counts[kind] = {k: end.get(k) for k in (*SAMPLER_COUNTERS, "samples")}
-    for name in ("numbers", "double", "keep_even", "count"):
-        assert abs(got["free"][name] - got["one CPU"][name]) <= 4.0, (name, got, counts)
+        counts[kind].append({k: end.get(k) for k in (*SAMPLER_COUNTERS, "samples")})
+    got = pipeline_shares(runs)
+    assert pipeline_gap(runs) <= 4.0, (got, runs, counts)
     assert got["one CPU"]["double"] > 40.0 and got["one CPU"]["numbers"] > 2.0, got
 
 
@@ -434,6 +459,17 @@ def test_subprocesses_are_followed(tmp_path: Path) -> None:
     assert {"child_work", "mp_work"} <= names
 
 
+def rss_growth(data: dict[str, Any]) -> dict[str, int]:
+    """Each function's RSS growth (bytes) over the stacks it is on, from a report's JSON."""
+    assert data["memory"] is True
+    growth: dict[str, int] = {}
+    for s in data["stacks"]:
+        for i in set(s["frames"]):
+            name = data["frames"][i]["name"]
+            growth[name] = growth.get(name, 0) + s["rss_bytes"]
+    return growth
+
+
 def test_memory_mode_attributes_growth(tmp_path: Path) -> None:
     src = """
         import time
@@ -457,16 +493,42 @@ def test_memory_mode_attributes_growth(tmp_path: Path) -> None:
     leadline("run", "-q", "--memory", "--rate", "500", "-o", cap, script, cwd=tmp_path, check=True)
     r = leadline("report", cap, "--json", cwd=tmp_path, check=True)
     data = json.loads(r.stdout)
-    assert data["memory"] is True
-    growth: dict[str, int] = {}
-    for s in data["stacks"]:
-        for i in set(s["frames"]):
-            name = data["frames"][i]["name"]
-            growth[name] = growth.get(name, 0) + s["rss_bytes"]
+    growth = rss_growth(data)
     assert growth["grow"] >= 0.9 * 64 * (1 << 20)
     assert abs(growth.get("idle", 0)) < 0.1 * 64 * (1 << 20)
     text = leadline("report", cap, "--metric", "memory", cwd=tmp_path, check=True).stdout
     assert "RSS growth" in text and "grow (" in text
+
+
+@pytest.mark.parametrize("mode", ["cpu", "wall"])
+def test_memory_growth_between_sleeps_goes_to_the_allocator(tmp_path: Path, mode: str) -> None:
+    """A thread that allocates and then sleeps (a cache filled between waits) used a tenth of a
+    millisecond or so in each tick it grew the RSS, and is off a CPU when read: idle by the rule
+    for time.  The growth must still go to it, not wait for the next busy sample: in cpu mode it
+    went to `after`, the work that followed (the fleet agent samples in cpu mode)."""
+    src = """
+        import time
+        keep = []
+        def grow():  # 48 MB of touched pages, a megabyte every 40 ms
+            for _ in range(48):
+                keep.append(b"x" * (1 << 20))
+                time.sleep(0.04)
+        def after():
+            t = time.thread_time()
+            while time.thread_time() - t < 0.5:
+                pass
+        grow()
+        after()
+    """
+    script = write(tmp_path, "prog.py", src)
+    cap = tmp_path / "out.lead"
+    leadline(
+        "run", "-q", "--memory", "--mode", mode, "-o", cap, script, cwd=tmp_path, check=True
+    )  # fmt: skip
+    data = json.loads(leadline("report", cap, "--json", cwd=tmp_path, check=True).stdout)
+    growth = rss_growth(data)
+    assert growth.get("grow", 0) >= 0.9 * 48 * (1 << 20), growth
+    assert abs(growth.get("after", 0)) < 0.1 * 48 * (1 << 20), growth
 
 
 def test_profile_api_context_manager(tmp_path: Path) -> None:
