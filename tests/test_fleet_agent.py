@@ -427,3 +427,40 @@ def test_what_the_agent_pushes_keeps_each_stacks_weights() -> None:
     assert [(s.frames, s.samples, s.idle, s.cpu_ns, s.rss_bytes) for s in grown] == [
         ((0, 1), 5, 2, 0, 4096)
     ]
+
+
+def test_the_agents_own_threads_are_not_pushed(tmp_path: Path) -> None:
+    """The agent's reader and delivery threads run in the program's process and the sampler
+    reads them with it; what they do (reading the sampler's pipe, folding, connecting, writing
+    the spool) is not the program's work: every pushed stack is the program's (12 of 645
+    samples of a 6 s program were the agent's, and a fleet diff ranked a request's
+    `getaddrinfo` second)."""
+    r = push_run(tmp_path, "http://127.0.0.1:9", 4.0)  # nothing listens: all of it is spooled
+    assert r.returncode == 0, r.stderr
+    s = summary(r.stderr)
+    bodies = [u.body for u in spooled(tmp_path / "spool")]
+    assert samples_in(bodies) == s["samples"] > 100, s
+    files: dict[str, float] = {}
+    for body in bodies:
+        for frames, w in read_pprof("p", body, "samples").stacks:
+            for f in {f.file for f in frames}:
+                files[f] = files.get(f, 0.0) + w
+    assert set(files) == {str(tmp_path / "prog.py")}, files
+
+
+def test_the_agent_leaves_out_the_threads_it_is_told() -> None:
+    """_without_threads drops the stacks and the entries of the threads with the given kernel
+    ids, and nothing else."""
+    from leadline.analyse.model import SampleProfile, Stack, Thread
+    from leadline.fleet.agent import _without_threads
+
+    threads = [Thread(1, 10, 100, "MainThread"), Thread(2, 10, 101, "leadline-agent")]
+    stacks = [Stack((0,), 1, samples=3), Stack((1,), 2, samples=2), Stack((0, 1), 1, samples=1)]
+    profile = SampleProfile(
+        mode="cpu", rate_hz=100.0, duration_ns=10**9, start_unix_ns=0, samples=6, ticks=6,
+        missed=0, torn=0, memory=False, frames=[], threads=threads, stacks=stacks,
+    )  # fmt: skip
+    kept = _without_threads(profile, {101, 555})
+    assert [t.name for t in kept.threads] == ["MainThread"]
+    assert [(s.frames, s.thread, s.samples) for s in kept.stacks] == [((0,), 1, 3), ((0, 1), 1, 1)]
+    assert _without_threads(profile, {555}) is profile

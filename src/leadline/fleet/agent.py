@@ -233,7 +233,7 @@ class Agent(Profiler):
         if n == 0 or not self.stream.meta:
             return
         self.stream.end = {"threads": {**self._thread_names, **thread_names()}}
-        profile = load_profile(self.stream)
+        profile = _without_threads(load_profile(self.stream), self._own_tids())
         self.stream.end = None
         profile = dataclasses.replace(
             profile, start_unix_ns=start_ns, duration_ns=max(end_ns - start_ns, 0)
@@ -250,6 +250,14 @@ class Agent(Profiler):
             if growth.stacks:
                 body = to_pprof(growth, ("memory",), labels)
                 self._delivery.submit(self._upload(body, start_ns, end_ns))
+
+    def _own_tids(self) -> set[int]:
+        """The kernel's ids of the agent's own threads: the reader and the delivery thread."""
+        ids = (
+            self._reader.native_id if self._reader is not None else None,
+            self._delivery.native_id if self._delivery is not None else None,
+        )
+        return {i for i in ids if i}
 
     def _upload(self, body: bytes, start_ns: int, end_ns: int) -> Upload:
         params = ingest_params(
@@ -290,6 +298,21 @@ class Agent(Profiler):
 
 def _shown(config: AgentConfig) -> str:
     return safe_url(config.url)
+
+
+def _without_threads(p: SampleProfile, tids: set[int]) -> SampleProfile:
+    """The profile without the samples of the threads `tids` (kernel ids): the agent's own
+    threads run in the program's process and are sampled with it, but what they do (reading the
+    sampler's pipe, folding, pushing: seen, 12 of 645 samples of a 6 s program, and a request's
+    `getaddrinfo` ranked second in a fleet diff) is not the program's work."""
+    own = {t.serial for t in p.threads if t.tid in tids}
+    if not own:
+        return p
+    return dataclasses.replace(
+        p,
+        threads=[t for t in p.threads if t.serial not in own],
+        stacks=[s for s in p.stacks if s.thread not in own],
+    )
 
 
 def _running_only(p: SampleProfile) -> SampleProfile:

@@ -506,6 +506,11 @@ class Delivery:
         self._thread = threading.Thread(target=self._run, name="leadline-delivery", daemon=True)
         self._thread.start()
 
+    @property
+    def native_id(self) -> int | None:
+        """The kernel's id of the thread that delivers (its samples are not the program's)."""
+        return self._thread.native_id
+
     # -- producer side -------------------------------------------------------
     def submit(self, upload: Upload) -> None:
         """Queue a profile; never blocks, never raises.  Beyond `queue_cap` profiles waiting in
