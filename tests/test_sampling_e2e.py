@@ -488,14 +488,12 @@ def test_memory_mode_attributes_growth(tmp_path: Path) -> None:
         grow()
         idle()
     """
-    script = write(tmp_path, "prog.py", src)
-    cap = tmp_path / "out.lead"
-    leadline("run", "-q", "--memory", "--rate", "500", "-o", cap, script, cwd=tmp_path, check=True)
-    r = leadline("report", cap, "--json", cwd=tmp_path, check=True)
-    data = json.loads(r.stdout)
+    r, data = run_profile(tmp_path, src, "--memory", "--rate", "500")
+    assert r.returncode == 0, r.stderr
     growth = rss_growth(data)
     assert growth["grow"] >= 0.9 * 64 * (1 << 20)
     assert abs(growth.get("idle", 0)) < 0.1 * 64 * (1 << 20)
+    cap = tmp_path / "out.lead"
     text = leadline("report", cap, "--metric", "memory", cwd=tmp_path, check=True).stdout
     assert "RSS growth" in text and "grow (" in text
 
@@ -520,12 +518,8 @@ def test_memory_growth_between_sleeps_goes_to_the_allocator(tmp_path: Path, mode
         grow()
         after()
     """
-    script = write(tmp_path, "prog.py", src)
-    cap = tmp_path / "out.lead"
-    leadline(
-        "run", "-q", "--memory", "--mode", mode, "-o", cap, script, cwd=tmp_path, check=True
-    )  # fmt: skip
-    data = json.loads(leadline("report", cap, "--json", cwd=tmp_path, check=True).stdout)
+    r, data = run_profile(tmp_path, src, "--memory", "--mode", mode)
+    assert r.returncode == 0, r.stderr
     growth = rss_growth(data)
     assert growth.get("grow", 0) >= 0.9 * 48 * (1 << 20), growth
     assert abs(growth.get("after", 0)) < 0.1 * 48 * (1 << 20), growth
