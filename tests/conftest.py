@@ -1,7 +1,8 @@
 """Fixtures and markers for every test: a guard that no profiler state leaks from one test into
 the next, Chromium for the HTML reports, and the markers of tests that need something this
 machine may not have (the network, Go, a Pyroscope server), each skipped with its reason when
-that is missing.  Shared helpers live in `support.py`."""
+that is missing.  The marker of statistical tests is in `statistical.py`; shared helpers live in
+`support.py`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 from browser import ensure_chromium
+
+# The `statistical` marker: a claim on sampled or timed evidence gets a second attempt.
+pytest_plugins = ["statistical"]
 
 MARKERS = {
     "network": "needs the package registry (PyPI) to install a package",

@@ -670,6 +670,7 @@ def test_pprof_and_collapsed_inputs(runs: dict[str, Path], tmp_path: Path) -> No
         assert data["functions"][0]["sig_self"] == 1
 
 
+@pytest.mark.statistical
 def test_trace_captures(tmp_path: Path) -> None:
     """`c` three times slower, traced: ranked first, and nothing else flagged.
 

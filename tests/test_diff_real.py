@@ -162,6 +162,7 @@ def diff(a: Path, b: Path) -> dict[str, object]:
     return data
 
 
+@pytest.mark.statistical
 @pytest.mark.network
 @pytest.mark.parametrize("pair", PAIRS, ids=lambda p: f"{p.package}-{p.base}-{p.new}")
 def test_real_regression_is_ranked_first(pair: Pair, tmp_path: Path) -> None:

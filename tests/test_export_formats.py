@@ -444,6 +444,7 @@ def sampled(tmp_path: Path) -> tuple[Path, SampleProfile]:
         return cap, load_profile(c)
 
 
+@pytest.mark.statistical
 @pytest.mark.go
 def test_export_command_writes_each_format(
     tmp_path: Path, sampled: tuple[Path, SampleProfile], capsys: pytest.CaptureFixture[str]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support import run, write
 
 from leadline.pytest_plugin import profile_name
@@ -80,6 +81,7 @@ def plugin_summary(stdout: str) -> tuple[int, int, int, int]:
     return int(m[1]), int(m[2]), int(m[3]), int(m[4] or 0)
 
 
+@pytest.mark.statistical
 def test_baseline_then_unchanged_then_regressed(tmp_path: Path) -> None:
     write(tmp_path, "test_suite.py", SUITE)
     # Without the option the plugin does nothing.

@@ -84,6 +84,7 @@ BUSY = """
 """
 
 
+@pytest.mark.statistical
 def test_run_profile_table_threads_and_behaviour(tmp_path: Path) -> None:
     """2 kHz: on a busy machine about one sample in six can stand for where the time went
     (docs/run.md, "Busy machines"); at 500 Hz that left some 25 in `cold`, too few to tell a
@@ -130,6 +131,7 @@ def call_tree_rows(out: str, title: str) -> list[tuple[int, int, str]]:
     return rows
 
 
+@pytest.mark.statistical
 def test_run_text_table_and_callers(tmp_path: Path) -> None:
     script = write(tmp_path, "prog.py", BUSY)
     cap = tmp_path / "out.lead"
@@ -162,6 +164,7 @@ def test_run_text_table_and_callers(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.statistical
 def test_cpu_mode_ignores_sleeping_threads(tmp_path: Path) -> None:
     # The work is a set amount of CPU time, not of wall-clock time: on a busy machine the
     # program's CPU time must still dwarf what it used before sampling began (starting Python
@@ -200,6 +203,7 @@ def test_cpu_mode_ignores_sleeping_threads(tmp_path: Path) -> None:
     assert shares(data)["leaf"] > 90.0
 
 
+@pytest.mark.statistical
 def test_wall_mode_counts_a_thread_waiting_for_a_cpu_as_busy(tmp_path: Path) -> None:
     # The main thread and four CPU hogs share one CPU: the thread waits for it four fifths of
     # the time, often for whole sampling intervals, and is then off a CPU, its clock still.
@@ -288,6 +292,7 @@ def pipeline_gap(runs: dict[str, list[dict[str, float]]]) -> float:
     return max(abs(got["free"][n] - got["one CPU"][n]) for n in PIPELINE_STAGES)
 
 
+@pytest.mark.statistical
 def test_a_pipeline_of_generators_is_read_as_it_runs(tmp_path: Path) -> None:
     """Generators that hand values on every microsecond or so change the stack faster than the
     sampler reads it.  Read while the program runs on another CPU, most walks race; before a
@@ -339,6 +344,7 @@ def test_a_pipeline_of_generators_is_read_as_it_runs(tmp_path: Path) -> None:
     assert got["one CPU"]["double"] > 40.0 and got["one CPU"]["numbers"] > 2.0, got
 
 
+@pytest.mark.statistical
 def test_the_thread_start_wrapper_is_not_in_the_programs_stacks(tmp_path: Path) -> None:
     """leadline wraps Thread.start to remember thread names; a sample of a program starting a
     thread shows the program's call of Thread.start, not the wrapper (seen under load: the
@@ -363,6 +369,7 @@ def test_the_thread_start_wrapper_is_not_in_the_programs_stacks(tmp_path: Path) 
     assert start and start[0]["total"] > 10, data["functions"][:8]
 
 
+@pytest.mark.statistical
 def test_deep_recursion_5000_frames(tmp_path: Path) -> None:
     src = """
         import sys, time
@@ -384,6 +391,7 @@ def test_deep_recursion_5000_frames(tmp_path: Path) -> None:
     assert down["total_pct"] > 90.0
 
 
+@pytest.mark.statistical
 def test_os_exit_keeps_the_capture(tmp_path: Path) -> None:
     src = """
         import os, time
@@ -401,6 +409,7 @@ def test_os_exit_keeps_the_capture(tmp_path: Path) -> None:
     assert shares(data, "total_pct")["spin"] > 80.0
 
 
+@pytest.mark.statistical
 def test_fork_child_unchanged_and_parent_keeps_sampling(tmp_path: Path) -> None:
     src = """
         import os, time
@@ -470,6 +479,7 @@ def rss_growth(data: dict[str, Any]) -> dict[str, int]:
     return growth
 
 
+@pytest.mark.statistical
 def test_memory_mode_attributes_growth(tmp_path: Path) -> None:
     src = """
         import time
@@ -498,6 +508,7 @@ def test_memory_mode_attributes_growth(tmp_path: Path) -> None:
     assert "RSS growth" in text and "grow (" in text
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("mode", ["cpu", "wall"])
 def test_memory_growth_between_sleeps_goes_to_the_allocator(tmp_path: Path, mode: str) -> None:
     """A thread that allocates and then sleeps (a cache filled between waits) used a tenth of a
@@ -525,6 +536,7 @@ def test_memory_growth_between_sleeps_goes_to_the_allocator(tmp_path: Path, mode
     assert abs(growth.get("after", 0)) < 0.1 * 48 * (1 << 20), growth
 
 
+@pytest.mark.statistical
 def test_profile_api_context_manager(tmp_path: Path) -> None:
     def work() -> int:
         s = 0
@@ -624,6 +636,7 @@ def started(*cmd: str, ready: bool = True) -> Iterator[subprocess.Popen[str]]:
         proc.wait()
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("minor", [10, 11, 12, 13, 14, 15])
 def test_attach_to_independent_process(tmp_path: Path, minor: int) -> None:
     exe = interpreter(f"3.{minor}")
@@ -644,6 +657,7 @@ def test_attach_to_independent_process(tmp_path: Path, minor: int) -> None:
         assert data["threads"][0]["name"] == "MainThread"
 
 
+@pytest.mark.statistical
 def test_attach_ends_when_the_target_exits(tmp_path: Path) -> None:
     script = tmp_path / "target.py"
     script.write_text(TARGET)
@@ -744,6 +758,7 @@ def test_attach_rejects_bad_numbers(tmp_path: Path, args: tuple[str], message: s
     assert not (tmp_path / "x.lead").exists() and not (tmp_path / "y.lead").exists()
 
 
+@pytest.mark.statistical
 def test_interrupted_attach_keeps_samples(tmp_path: Path) -> None:
     script = tmp_path / "target.py"
     script.write_text(TARGET)
@@ -830,6 +845,7 @@ def test_attach_target_ends_before_the_first_tick(tmp_path: Path, reap: bool) ->
         assert data["torn"] == 0
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("reap", [True, False], ids=["gone", "zombie"])
 def test_attach_keeps_its_samples_when_the_target_ends(tmp_path: Path, reap: bool) -> None:
     """The target ends while attach is starved, after it took samples: they are all kept, the
@@ -879,6 +895,7 @@ phase_b(t + 6.0)
 """
 
 
+@pytest.mark.statistical
 def test_a_late_tick_stands_for_the_ticks_it_missed(tmp_path: Path) -> None:
     """The target spends 3 s in phase_a, then 3 s in phase_b.  For 2 s of phase_a the attacher
     is stopped (a sampler starved of CPU): its first tick after that comes 400 ticks late.  That
@@ -975,6 +992,7 @@ def test_line_tables_decode_like_co_lines() -> None:
         assert got == expect, c
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("mode", ["cpu", "wall"])
 def test_accuracy_on_a_known_split(tmp_path: Path, mode: str) -> None:
     """bench/workloads/split.py splits its CPU time 50/30/20 between three functions in small

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 from support import PY, ROOT, ChildTimeout, run
@@ -64,3 +65,60 @@ def test_a_hung_child_shows_its_stacks() -> None:
     assert "did not finish within 3 s" in message
     # faulthandler's dump of every thread: the main thread's and the other thread's frames.
     assert "in stuck_in_main" in message and "in waiting_in_a_thread" in message, message
+
+
+STATISTICAL_SUITE = """
+import pytest
+from pathlib import Path
+
+ATTEMPTS = Path(__file__).with_name("attempts")
+
+
+def attempt(name):
+    # Which attempt of `name` this is (1, 2, ...), counted in a file beside the tests.
+    seen = ATTEMPTS.read_text().split() if ATTEMPTS.exists() else []
+    ATTEMPTS.write_text(" ".join([*seen, name]))
+    return seen.count(name) + 1
+
+
+@pytest.mark.statistical
+def test_second_attempt_holds(tmp_path):
+    assert not any(tmp_path.iterdir())  # a fresh tmp_path each attempt
+    (tmp_path / "mine").touch()
+    assert attempt("holds") == 2, "the first draw was off"
+
+
+@pytest.mark.statistical
+def test_always_off():
+    attempt("off")
+    assert False, "off every time"
+
+
+def test_not_statistical():
+    attempt("plain")
+    assert False, "a plain failure"
+"""
+
+
+def test_a_statistical_test_fails_only_when_its_second_attempt_fails_too(tmp_path: Path) -> None:
+    """The `statistical` marker (tests/statistical.py): a failed first attempt is recorded again
+    with fresh fixtures, listed in the summary with its reason; a claim off on both attempts
+    fails, and an unmarked test is never run twice."""
+    (tmp_path / "test_claims.py").write_text(STATISTICAL_SUITE)
+    r = run(
+        [PY, "-m", "pytest", "-q", "-p", "statistical", "-p", "no:cacheprovider",
+         "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path)],
+        cwd=str(tmp_path),
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
+        timeout=300,
+    )  # fmt: skip
+    out = r.stdout
+    assert r.returncode == 1, out + r.stderr
+    attempts = (tmp_path / "attempts").read_text().split()
+    assert [attempts.count(n) for n in ("holds", "off", "plain")] == [2, 2, 1], out
+    assert re.search(r"^RERUN .*test_second_attempt_holds.* - AssertionError: the first draw", out,
+                     re.M), out  # fmt: skip
+    assert re.search(r"^FAILED .*test_always_off - AssertionError: off every time", out, re.M)
+    assert re.search(r"^FAILED .*test_not_statistical - AssertionError: a plain failure", out,
+                     re.M)  # fmt: skip
+    assert out.rstrip().splitlines()[-1].startswith("2 failed, 1 passed, 2 rerun"), out

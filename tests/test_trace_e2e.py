@@ -69,6 +69,7 @@ MEMORY_PROGRAM = """
 """
 
 
+@pytest.mark.statistical
 def test_memory_truth_retained_vs_transient(tmp_path: Path) -> None:
     r, cap = traced(tmp_path, MEMORY_PROGRAM)
     assert r.returncode == 0, r.stderr
@@ -185,6 +186,7 @@ def test_module_and_code_targets(tmp_path: Path) -> None:
     assert funcs(report(tmp_path / "c.lead", tmp_path))["h"]["calls"] == 1
 
 
+@pytest.mark.statistical
 def test_rss_trigger_records_only_memory_moves(tmp_path: Path) -> None:
     src = """
         def small(i):

@@ -253,6 +253,8 @@ def test_token_over_tls(server: PyroscopeServer, tmp_path: Path) -> None:
     assert total(fleet(server, "fleet-auth")) == s1["samples"] + s2["samples"]
 
 
+# A second attempt pushes to the same service: the aggregates it diffs then pool both attempts.
+@pytest.mark.statistical
 def test_fleet_diff_names_the_slowed_function(server: PyroscopeServer, tmp_path: Path) -> None:
     program(tmp_path)
     for version, slow in (("1", "1"), ("2", "5")):
