@@ -232,9 +232,13 @@ def test_previous_keeps_the_event_just_before(tmp_path: Path) -> None:
     r, cap = traced(tmp_path, src, "--rss-trigger", "65536", "--previous", "--exact-rss")
     assert r.returncode == 0, r.stderr
     rows = log_rows(cap, tmp_path)
-    triggers = [i for i, row in enumerate(rows) if i > 0 and abs(row["d_rss"]) >= 65536]
+    # The first row may be a trigger too (under AddressSanitizer the first event found the RSS
+    # 90 MB above where the trace began), so it counts as one when it comes before another.
+    triggers = [i for i, row in enumerate(rows) if abs(row["d_rss"]) >= 65536]
     assert len(triggers) >= 10
     for i in triggers:
+        if i == 0:
+            continue  # nothing comes before the first row
         prev = rows[i - 1]
         # the row before a trigger is the event just before it, not a repeat of a logged one
         assert prev["event"] == rows[i]["event"] - 1
