@@ -28,6 +28,7 @@ from leadline.analyse.diff import (
 )
 from leadline.analyse.model import Frame, SampleProfile, Stack, Thread
 from leadline.capture.foreign import parse_frame_label, read_collapsed, read_pprof
+from leadline.capture.reader import Capture
 from leadline.errors import LeadlineError
 from leadline.render.base import RenderOptions, get_renderer, renderers
 from leadline.render.encode import to_collapsed, to_pprof
@@ -858,9 +859,16 @@ def test_bad_inputs(runs: dict[str, Path], tmp_path: Path) -> None:
 def test_truncated_capture_is_compared_with_a_warning(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
-    raw = runs["slow"].read_bytes()
+    # Cut in the middle of the last SAMPLES chunk, as a writer stopped there would leave it: the
+    # chunks before it stay readable.  (A cut at three quarters of the file once left none: the
+    # sampler flushes its chunk each second, and a quiet 3.15 CI run of the 1.3 s `slow` program
+    # wrote 38 KB of its 55 KB in the first.)  The run of twice the work lasts over 2 s.
+    with Capture(runs["twice"]) as c:
+        chunks = c.sample_chunks
+    assert len(chunks) >= 2, chunks
+    raw = runs["twice"].read_bytes()
     cut = tmp_path / "cut.lead"
-    cut.write_bytes(raw[: len(raw) * 3 // 4])
+    cut.write_bytes(raw[: chunks[-1].offset + chunks[-1].length // 2])
     r = leadline("diff", runs["base"], cut, "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["new"]["total"] > 0
