@@ -5,8 +5,8 @@ judged as a sequential test: when its first attempt fails it is recorded again f
 fresh tmp_path and fresh function-scoped fixtures) and the test fails only if that attempt fails
 too.  A claim whose bound a correct product misses with probability p on a busy host then fails
 one run in 1/p^2, while a product off by more than the bound fails both attempts.  Every first
-failure is printed in the run's summary (`RERUN ...`, with its assertion), so a claim that often
-needs its second attempt is seen and traced, not hidden.
+failure is printed in the run's summary, under "statistical claims judged twice" with its
+assertion, so a claim that often needs its second attempt is seen and traced, not hidden.
 
 Only tests whose evidence the test makes itself are marked: a test that judges module-scoped
 captures would see the same evidence twice, and a correctness property (a wrong stack, an exit
@@ -16,7 +16,6 @@ status) is no statistical claim.
 from __future__ import annotations
 
 import pytest
-from _pytest.terminal import TerminalReporter
 
 NAME = "statistical"
 WHY = (
@@ -37,7 +36,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.flaky(reruns=1))
 
 
-def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Each first attempt that failed, with the line that says why."""
     reports = terminalreporter.stats.get("rerun", [])
     if not reports:
