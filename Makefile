@@ -51,10 +51,11 @@ demo: build
 	$(BIN)/leadline report demo-output/demo-sample.lead --html -o demo-output/demo-sample.html
 	@echo "HTML reports: demo-output/demo.html (trace), demo-output/demo-sample.html (flame graph)"
 
+# --durations: the slowest tests in every log, for keeping CI under its time.
 test: build
 	@tools/ensure-chromium
 	@tools/ensure-speedscope-schema >/dev/null
-	cd tests && $(abspath $(BIN))/python -m pytest -q --ignore=fleet $(PYTEST_ARGS)
+	cd tests && $(abspath $(BIN))/python -m pytest -q --durations=15 --ignore=fleet $(PYTEST_ARGS)
 
 # The whole suite while other processes keep every core busy (tools/with-load: one CPU hog per
 # core), as on a shared CI machine: timing and statistical tests must hold there too.
