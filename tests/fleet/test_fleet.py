@@ -19,40 +19,17 @@ import pytest
 from fleetlib import AuthProxy, connect_json
 from ingest_peers import Peer, agent_summary
 from pyroscope_server import PyroscopeServer
+from support import ALTERNATING
 
 from leadline.capture.foreign import read_pprof
 from leadline.fleet.pyroscope import parse_fleet_url, select_merge_profile
 
 pytestmark = pytest.mark.fleet
 
-PROGRAM = """
-    import os, time
-    SLOW = int(os.environ.get("SLOW", "1"))
-    SECONDS = float(os.environ.get("SECONDS", "4"))
-
-    def slow_part(n):
-        s = 0
-        for i in range(n * SLOW):
-            s += i * i
-        return s
-
-    def fast_part(n):
-        s = 0
-        for i in range(n):
-            s += i
-        return s
-
-    t = time.time()
-    while time.time() - t < SECONDS:
-        slow_part(10000)
-        fast_part(20000)
-    print("done")
-"""
-
 
 def program(tmp_path: Path) -> Path:
     path = tmp_path / "svc.py"
-    path.write_text(textwrap.dedent(PROGRAM))
+    path.write_text(textwrap.dedent(ALTERNATING))
     return path
 
 

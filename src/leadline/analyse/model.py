@@ -91,6 +91,7 @@ class SampleProfile:
     complete: bool = True  # the capture was stopped cleanly
     deferred: int = 0  # thread samples that could not stand for where its time went (late, or
     # the thread stopped by the scheduler): their weight went to the thread's next fair samples
+    held: int = 0  # ticks at which the sampler was held up (waited for a CPU): not on time
     exited_ns: int | None = None  # attach: when the process was found gone, from the start
     samples_lost: int = 0  # samples taken that never reached the file (END's samples_lost)
     stopped_early: dict[str, Any] | None = None  # capture.stop.for_report

@@ -205,6 +205,7 @@ SAMPLER_COUNTERS = (
     "missed",
     "torn",
     "deferred",
+    "held",
     "retried",
     "parked",
     "truncated",
