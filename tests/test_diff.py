@@ -615,25 +615,36 @@ def test_twice_the_work_is_no_regression_per_unit(runs: dict[str, Path], tmp_pat
 
 
 def test_fail_above_exits_1_with_a_one_line_reason(runs: dict[str, Path], tmp_path: Path) -> None:
-    # The gate is the growth that is left once sigma standard deviations of noise are taken
-    # off; how much is left of func_17's 3x depends on how busy the host was (seen from 30% to
-    # 130%), so the thresholds are put just below and just above what this pair gives.
-    data = diff_json(runs["base"], runs["slow"], cwd=tmp_path)
+    """The gate is the growth that is left once sigma standard deviations of noise are taken
+    off; how much is left of func_17's 3x depends on how busy the host was (seen from 30% to
+    130%), so the thresholds are put just below and just above what this pair gives.  The
+    reason names the function that grew most beyond noise: func_17, unless a run of the pair was
+    disturbed (the loop between calls, `run`, grows beyond noise between some identical runs:
+    test_two_runs_of_the_same_program_flag_nothing; a quiet 3.13 CI stage had it grow 251%, 73%
+    beyond noise, against func_17's 54%).  As there, such a pair is judged with another run of
+    BASE, recorded at most twice."""
+    base, slow = runs["base"], runs["slow"]
+    for attempt in range(3):
+        data = diff_json(base, slow, cwd=tmp_path)
+        grown = [f["name"] for f in data["functions"] if f["sig_self"] > 0 and f["delta_self"] > 0]
+        if grown == ["func_17"] or attempt == 2:
+            break
+        base = profiled(tmp_path, f"base-again{attempt}")
     f17 = data["functions"][0]
     assert f17["name"] == "func_17" and f17["sig_self"] == 1
     grew = f17["delta_self"] / f17["base_self"] * 100
     beyond = (f17["delta_self"] - data["sigma"] * f17["noise_self"]) / f17["base_self"] * 100
     assert 0 < beyond < grew
     below = max(beyond - 5, 0.5)
-    r = leadline("diff", runs["base"], runs["slow"], "--fail-above", f"{below:.2f}", cwd=tmp_path)
+    r = leadline("diff", base, slow, "--fail-above", f"{below:.2f}", cwd=tmp_path)
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1
     assert lines[0] == (
         f"leadline: regression: func_17 ({f17['file']}) self cost grew {grew:.0f}% "
         f"(at least {beyond:.0f}% beyond noise)"
-    )
-    r = leadline("diff", runs["base"], runs["slow"], "--fail-above", "100000", cwd=tmp_path)
+    ), flagged_rows(data)
+    r = leadline("diff", base, slow, "--fail-above", "100000", cwd=tmp_path)
     assert r.returncode == 0 and r.stderr == ""
 
 
