@@ -327,6 +327,7 @@ static int read_frames(LLStacks *st, LLProc *p, uint64_t frame, int *depth, int 
     int need = frame_size(L);
     uint8_t fb[128];
     int steps = 0;
+    int root = 0; /* the last frame read is an entry frame, not a Python function's */
     if (++st->visit_gen == 0) {
         memset(st->visited, 0, sizeof(LLVisitSlot) * st->nvisited);
         st->visit_gen = 1;
@@ -345,7 +346,8 @@ static int read_frames(LLStacks *st, LLProc *p, uint64_t frame, int *depth, int 
         uint64_t prev = ll_rd64(fb, L->frame_previous);
         if (!live_frame(L, fb, prev, innermost)) return LL_WALK_TORN;
         frame = prev;
-        if (L->frame_owner >= 0 && fb[L->frame_owner] >= LL_FIRST_OWNER_NOT_PYTHON) continue;
+        root = L->frame_owner >= 0 && fb[L->frame_owner] >= LL_FIRST_OWNER_NOT_PYTHON;
+        if (root) continue;
         if (!code) {
             if (L->minor < 13) return LL_WALK_TORN;
             continue;
@@ -354,6 +356,11 @@ static int read_frames(LLStacks *st, LLProc *p, uint64_t frame, int *depth, int 
                                               : (int64_t)ll_rd64(fb, L->frame_instr);
         st->raw[(*depth)++] = (LLRawFrame){code, instr};
     }
+    /* From 3.12 on every chain of frames ends at an entry frame (the C stack's, and from 3.14
+     * the thread's base frame): one that ends at a Python function's frame was read through a
+     * link that changed under the walk (seen on 3.15: a stack of `down`s with nothing under
+     * them, 3 of 2,045 samples of the 5 kHz churn test). */
+    if (steps && !frame && !*truncated && L->minor >= 12 && !root) return LL_WALK_TORN;
     return LL_WALK_OK;
 }
 
