@@ -87,6 +87,7 @@ def child_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+@pytest.mark.statistical
 def test_push_and_read_back(server: PyroscopeServer, tmp_path: Path) -> None:
     program(tmp_path)
     cpu_before = child_cpu_s()
