@@ -107,16 +107,19 @@ class Reading:
     rss_kb: int
     threads: int
     sockets: int
-    other_fds: int
+    other_targets: tuple[str, ...]  # what the other descriptors are open on
     spool_bytes: int
     spool_files: int
     largest_profile: int
-    other_targets: tuple[str, ...] = ()  # what the other descriptors are open on
+
+    @property
+    def other_fds(self) -> int:
+        return len(self.other_targets)
 
 
-def read_proc(pid: int) -> tuple[int, int, int, int, tuple[str, ...]] | None:
-    """(VmRSS kB, threads, socket descriptors, other descriptors, what those others are open
-    on), or None once it is gone."""
+def read_proc(pid: int) -> tuple[int, int, int, tuple[str, ...]] | None:
+    """(VmRSS kB, threads, socket descriptors, what the other descriptors are open on), or None
+    once it is gone."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
         fds = os.listdir(f"/proc/{pid}/fd")
@@ -137,7 +140,7 @@ def read_proc(pid: int) -> tuple[int, int, int, int, tuple[str, ...]] | None:
         else:
             others.append(target)
     rss = int(fields["VmRSS"].split()[0])
-    return rss, int(fields["Threads"]), sockets, len(others), tuple(sorted(others))
+    return rss, int(fields["Threads"]), sockets, tuple(sorted(others))
 
 
 def read_spool(spool: Path) -> tuple[int, int, int]:
@@ -215,15 +218,11 @@ class Soak:
         got = read_proc(self.proc.pid)
         if got is None:
             return
-        rss, threads, sockets, others, targets = got
         spool_bytes, spool_files, largest = read_spool(self.spool)
         self.largest = max(self.largest, largest)
         self.readings.append(
-            Reading(
-                time.monotonic() - self.started, rss, threads, sockets, others, spool_bytes,
-                spool_files, self.largest, targets,
-            )
-        )  # fmt: skip
+            Reading(time.monotonic() - self.started, *got, spool_bytes, spool_files, self.largest)
+        )
 
     def running(self) -> bool:
         return self.waiter is not None and self.waiter.is_alive()

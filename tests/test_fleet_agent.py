@@ -426,9 +426,7 @@ def test_soak_tells_a_descriptor_left_open_from_one_open_for_a_moment(tmp_path: 
         soak = agent_soak.Soak("down", SimpleNamespace(connections=0), tmp_path)  # type: ignore[arg-type]
         for i in range(20):
             targets = base + ((extra[i],) if i in extra else ())
-            soak.readings.append(
-                agent_soak.Reading(i * 0.5, 10_000, 4, 0, len(targets), 0, 0, 1000, targets)
-            )
+            soak.readings.append(agent_soak.Reading(i * 0.5, 10_000, 4, 0, targets, 0, 0, 1000))
         args = argparse.Namespace(seconds=10.0, spool_cap_mb=0.01, rss_margin_mb=2.0)
         return dict(agent_soak.verdict(soak, args, warm_s=1.0))
 
