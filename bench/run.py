@@ -1,4 +1,4 @@
-"""Benchmark harness: leadline against no profiler, its own cost floor and pymemtrace.
+"""Benchmark harness: leadline against no profiler, a bare empty hook and pymemtrace.
 
 Runs every candidate on every workload as a subprocess, interleaved (A B C, A B C, ...) for
 ``--rounds`` rounds after one untimed warm-up run of the baseline, and measures for each run the
@@ -54,7 +54,7 @@ PACKAGES = ("leadline", "pyperformance", "pyperf", "pymemtrace")
 @dataclass(frozen=True)
 class Candidate:
     name: str
-    kind: str  # "plain", "leadline" or "pymemtrace"
+    kind: str  # "plain", "barehook", "leadline" or "pymemtrace"
     description: str
     options: tuple[str, ...] = ()  # leadline trace options or pymemtrace trigger
 
@@ -66,6 +66,8 @@ class Candidate:
             # No size limit: the benchmark measures recording every event, however many.
             trace = [python, "-m", "leadline", "trace", "--max-size", "none", *self.options]
             return [*trace, "-o", str(out), *target]
+        if self.kind == "barehook":
+            return [python, str(BENCH / "run_barehook.py"), *self.options, "--", *target]
         runner = str(BENCH / "run_pymemtrace.py")
         return [python, runner, *self.options, "--log", str(out), "--", *target]
 
@@ -76,8 +78,13 @@ CANDIDATES = {
         Candidate("baseline", "plain", "the workload alone"),
         Candidate(
             "floor",
+            "barehook",
+            "a bare empty C hook of the same kind (bench/barehook), the cost floor",
+        ),
+        Candidate(
+            "hook-only",
             "leadline",
-            "leadline trace --hook-only: leadline's empty native hook, the cost floor",
+            "leadline trace --hook-only: leadline's session with its empty native hook",
             ("--hook-only",),
         ),
         Candidate("leadline", "leadline", "leadline trace: every event, time and memory"),
@@ -89,8 +96,14 @@ CANDIDATES = {
         ),
         Candidate(
             "floor-c",
+            "barehook",
+            "the bare empty hook with builtin calls hooked too (CALL, C_RETURN, C_RAISE on 3.12+)",
+            ("--c-calls",),
+        ),
+        Candidate(
+            "hook-only-c",
             "leadline",
-            "leadline trace --hook-only --c-calls: the floor when C calls are hooked too",
+            "leadline trace --hook-only --c-calls: leadline's empty hook with C calls hooked",
             ("--hook-only", "--c-calls"),
         ),
         Candidate(
@@ -233,6 +246,8 @@ class Row:
     wall_x_base: float | None
     cpu_x_base: float | None
     wall_x_floor: float | None
+    cpu_x_floor: float | None
+    wall_x_hook_only: float | None
     max_rss_mb: float | None
     bytes: int | None
     events: int | None
@@ -258,22 +273,25 @@ def summarise(results: list[Result]) -> list[Row]:
 
     base_wall, base_cpu = med("baseline", "wall"), med("baseline", "cpu")
 
-    def x_floor(r: Result, wall: float | None) -> float | None:
-        """Median of the rounds' ratios to the floor run of the same round (the floor of the
-        same hook set: floor-c for the --c-calls candidates): pairing the runs of a round
-        cancels the machine's slow and fast spells.  Lower bound for a timed-out candidate."""
-        floor_name = "floor-c" if r.candidate.endswith("-c") and "floor-c" in by_name else "floor"
-        floor = by_name.get(floor_name)
-        if floor is None or wall is None:
+    def x_ref(r: Result, ref: str, attr: str) -> float | None:
+        """Median of the rounds' ratios (of `attr`: wall or cpu) to the run of `ref` in the same
+        round, `ref` being "floor" or "hook-only", or their "-c" forms for the --c-calls
+        candidates: pairing the runs of a round cancels the machine's slow and fast spells.
+        Lower bound for a timed-out candidate."""
+        if r.candidate.endswith("-c") and f"{ref}-c" in by_name:
+            ref = f"{ref}-c"
+        reference = by_name.get(ref)
+        if reference is None or reference is r:
             return None
+        used = ok_runs(r) or [run for run in r.runs if run.status == "timeout"]
         ratio = paired_ratio(
-            {run.round: run.wall for run in ok_runs(r)},
-            {run.round: run.wall for run in ok_runs(floor)},
+            {run.round: getattr(run, attr) for run in used},
+            {run.round: getattr(run, attr) for run in ok_runs(reference)},
         )
         if ratio is not None:
             return ratio
-        floor_wall = med(floor_name, "wall")
-        return wall / floor_wall if floor_wall else None
+        mine, theirs = median([getattr(run, attr) for run in used]), med(ref, attr)
+        return mine / theirs if mine is not None and theirs else None
 
     rows = []
     for r in results:
@@ -321,7 +339,9 @@ def summarise(results: list[Result]) -> list[Row]:
                 cpu=cpu,
                 wall_x_base=wall / base_wall if wall and base_wall else None,
                 cpu_x_base=cpu / base_cpu if cpu and base_cpu else None,
-                wall_x_floor=x_floor(r, wall),
+                wall_x_floor=x_ref(r, "floor", "wall"),
+                cpu_x_floor=x_ref(r, "floor", "cpu"),
+                wall_x_hook_only=x_ref(r, "hook-only", "wall"),
                 max_rss_mb=(
                     statistics.median([run.max_rss_kb for run in used]) / 1024 if used else None
                 ),
@@ -345,6 +365,8 @@ def summarise(results: list[Result]) -> list[Row]:
 HEADERS = (
     *common.TIME_HEADERS,
     "wall/floor",
+    "cpu/floor",
+    "wall/hook-only",
     "max RSS MB",
     "bytes",
     "events",
@@ -360,6 +382,8 @@ def cells(row: Row) -> list[str]:
     return [
         *common.time_cells(row, 2, gt),
         num(row.wall_x_floor, 2, gt),
+        num(row.cpu_x_floor, 2, gt),
+        num(row.wall_x_hook_only, 2, gt),
         # a killed run's peak so far is a lower bound, unless the harness's own peak hides it
         num(row.max_rss_mb, 0, "<=" if row.rss_upper_bound else gt and ">="),
         big(row.bytes),
@@ -408,14 +432,15 @@ def main(argv: list[str] | None = None) -> int:
     chosen = list(workloads) if args.workload == "all" else [args.workload]
 
     unavailable: dict[str, str] = {}
+    # Candidates of these kinds run a program that bench/setup_env.py installs, named as the kind.
+    installed = {"pymemtrace", "barehook"}
     needs = sorted(
         {n for w in chosen for n in workloads[w].needs}
-        | ({"pymemtrace"} if any(CANDIDATES[n].kind == "pymemtrace" for n in names) else set())
+        | {CANDIDATES[n].kind for n in names if CANDIDATES[n].kind in installed}
     )
     for missing in ensure_requirements(python, needs, not args.no_setup, "run.py"):
         why = f"{setup_env.REQUIREMENTS[missing].spec} is not installed (bench/setup_env.py)"
-        if missing == "pymemtrace":
-            unavailable.update({n: why for n in names if CANDIDATES[n].kind == "pymemtrace"})
+        unavailable.update({n: why for n in names if CANDIDATES[n].kind == missing})
         for w in chosen:
             if missing in workloads[w].needs:
                 unavailable[w] = why

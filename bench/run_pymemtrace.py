@@ -21,10 +21,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import runpy
 import sys
 import tempfile
 from pathlib import Path
+
+from as_main import run_as_main
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,10 +40,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("script", type=Path)
     parser.add_argument("args", nargs=argparse.REMAINDER)
     ns = parser.parse_args(argv)
-    args: list[str] = ns.args
-    if args and args[0] == "--":
-        args = args[1:]
-
     try:
         c_py_mem_trace = importlib.import_module("pymemtrace.cPyMemTrace")  # has no type stubs
     except ImportError as exc:
@@ -57,20 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     if log is None:
         log = Path(tempfile.mkdtemp(prefix="pymemtrace-")) / "profile.log"
         print(f"run_pymemtrace.py: log file {log}", file=sys.stderr)
-    script = ns.script.resolve()
-    sys.argv = [str(ns.script), *args]
-    sys.path[0] = str(script.parent)
-
-    code = 0
-    with c_py_mem_trace.Profile(ns.trigger, filepath=os.fspath(log)):
-        try:
-            runpy.run_path(str(script), run_name="__main__")
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            if exc.code is not None and not isinstance(exc.code, int):
-                print(exc.code, file=sys.stderr)
-    sys.stdout.flush()
-    return code
+    return run_as_main(
+        ns.script,
+        list(ns.args),
+        lambda: c_py_mem_trace.Profile(ns.trigger, filepath=os.fspath(log)),
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ Usage::
   here with ``CFLAGS="-O2 -Wno-error=unused-variable -Wno-error=use-after-free"``.
 * ``py-spy`` (pinned), the comparison sampling profiler of ``bench/sampling.py``: a native
   program shipped in a wheel, installed as ``bin/py-spy`` of the environment.
+* ``barehook`` (``bench/barehook``, built here): an empty C hook of the kind ``trace`` installs,
+  the floor ``bench/run.py`` measures the tracer against.
 
 ``bench/run.py`` and ``bench/sampling.py`` call this automatically for what a run needs.  It
 refuses to install into a Python that is not a virtual environment unless given
@@ -26,6 +28,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+BENCH = os.path.dirname(os.path.abspath(__file__))
+
 
 @dataclass(frozen=True)
 class Requirement:
@@ -34,10 +38,16 @@ class Requirement:
     module: str | None  # imported to check that it works
     env: dict[str, str] = field(default_factory=dict)
     script: str | None = None  # a program it installs into the environment's scripts folder
+    source: str | None = None  # a folder of this repository it is built from, not PyPI
 
     @property
     def spec(self) -> str:
         return f"{self.name}=={self.version}"
+
+    @property
+    def install_arg(self) -> str:
+        """What pip installs: the pinned release, or the local folder."""
+        return os.path.join(BENCH, self.source) if self.source else self.spec
 
 
 REQUIREMENTS = {
@@ -49,14 +59,15 @@ REQUIREMENTS = {
         {"CFLAGS": "-O2 -Wno-error=unused-variable -Wno-error=use-after-free"},
     ),
     "py-spy": Requirement("py-spy", "0.4.3", None, script="py-spy"),
+    "barehook": Requirement("leadline-bench-barehook", "1.0", "barehook", source="barehook"),
 }
 
 _PROBE = """
 import importlib, importlib.metadata as md, json, os, sys, sysconfig
 out = {"venv": sys.prefix != sys.base_prefix, "found": {}}
-for name, (module, script) in json.loads(sys.argv[1]).items():
+for name, (dist, module, script) in json.loads(sys.argv[1]).items():
     try:
-        version = md.version(name)
+        version = md.version(dist)
         if module:
             importlib.import_module(module)
         if script and not os.access(os.path.join(sysconfig.get_path("scripts"), script), os.X_OK):
@@ -70,7 +81,9 @@ print(json.dumps(out))
 
 def probe(python: str, names: list[str]) -> tuple[bool, dict[str, str | None]]:
     """(is a venv, installed and importable version or None for each name)."""
-    modules = {name: (REQUIREMENTS[name].module, REQUIREMENTS[name].script) for name in names}
+    modules = {
+        n: (REQUIREMENTS[n].name, REQUIREMENTS[n].module, REQUIREMENTS[n].script) for n in names
+    }
     proc = subprocess.run(
         [python, "-c", _PROBE, json.dumps(modules)], capture_output=True, text=True, check=False
     )
@@ -109,7 +122,7 @@ def ensure(python: str, names: list[str], allow_system: bool = False) -> list[st
     for req in todo:
         print(f"setup_env: installing {req.spec} into {python}", flush=True)
         env = {**os.environ, **req.env}
-        cmd = [python, "-m", "pip", "install", "--disable-pip-version-check", "-q", req.spec]
+        cmd = [python, "-m", "pip", "install", "--disable-pip-version-check", "-q", req.install_arg]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             tail = "\n".join(proc.stderr.strip().splitlines()[-15:])

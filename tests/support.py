@@ -4,6 +4,7 @@ folder is on the path, from the repository root as from tests/)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -206,3 +208,43 @@ def diff_row(f: dict[str, Any]) -> str:
 def flagged_rows(data: dict[str, Any]) -> list[str]:
     """The rows of a `leadline diff --json` beyond noise, as diff_row gives them."""
     return [diff_row(f) for f in data["functions"] if f["sig_self"] or f["sig_total"]]
+
+
+# -- protobuf (pprof): a small decoder -------------------------------------------------------
+Fields = dict[int, list[Any]]
+
+
+def read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, pos
+
+
+def decode(data: bytes) -> Fields:
+    """Fields of one message: varints as ints, length-delimited fields as bytes."""
+    fields: Fields = defaultdict(list)
+    pos = 0
+    while pos < len(data):
+        key, pos = read_varint(data, pos)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = read_varint(data, pos)
+            fields[field].append(value)
+        elif wire == 2:
+            length, pos = read_varint(data, pos)
+            fields[field].append(data[pos : pos + length])
+            pos += length
+        else:
+            raise AssertionError(f"unexpected wire type {wire}")
+    assert pos == len(data)
+    return fields
+
+
+def pprof_strings(data: bytes) -> list[str]:
+    """The string table (field 6) of a gzipped pprof Profile, each entry as strict UTF-8."""
+    return [s.decode("utf-8") for s in decode(gzip.decompress(data))[6]]

@@ -18,7 +18,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from support import PY, run
+from support import PY, Fields, decode, read_varint, run
 
 from leadline import cli
 from leadline.analyse.model import Frame, Metric, SampleProfile, Stack, Thread
@@ -90,40 +90,6 @@ def thread_totals(profile: SampleProfile, metric: Metric) -> dict[int, int]:
 
 
 # -- pprof: a small protobuf decoder ----------------------------------------------------------
-Fields = dict[int, list[Any]]
-
-
-def read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, pos
-
-
-def decode(data: bytes) -> Fields:
-    """Fields of one message: varints as ints, length-delimited fields as bytes."""
-    fields: Fields = defaultdict(list)
-    pos = 0
-    while pos < len(data):
-        key, pos = read_varint(data, pos)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = read_varint(data, pos)
-            fields[field].append(value)
-        elif wire == 2:
-            length, pos = read_varint(data, pos)
-            fields[field].append(data[pos : pos + length])
-            pos += length
-        else:
-            raise AssertionError(f"unexpected wire type {wire}")
-    assert pos == len(data)
-    return fields
-
-
 def packed(data: bytes, signed: bool = True) -> list[int]:
     out, pos = [], 0
     while pos < len(data):

@@ -8,7 +8,6 @@ clearly replaced form leadline uses everywhere: a lone surrogate as the text \\u
 
 from __future__ import annotations
 
-import gzip
 import json
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 from browser import BrowserResult, render_in_chromium
 from sameworld import leadline_run
-from support import leadline, write
+from support import leadline, pprof_strings, write
 
 from leadline.render.untrusted import escape_surrogates, json_text, terminal_text
 
@@ -211,37 +210,6 @@ def test_exports_of_the_profile(captures: dict[str, Path]) -> None:
     (cwd / "p.collapsed").write_text(text, encoding="utf-8")
     r = leadline("diff", cwd / "p.collapsed", cwd / "p.collapsed", "--json", cwd=cwd)
     assert r.returncode == 0, r.stderr
-
-
-def pprof_strings(data: bytes) -> list[str]:
-    """The string table (field 6) of a pprof Profile, each entry decoded as strict UTF-8."""
-    raw = gzip.decompress(data)
-    pos, out = 0, []
-
-    def varint() -> int:
-        nonlocal pos
-        value = shift = 0
-        while True:
-            byte = raw[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                return value
-
-    while pos < len(raw):
-        key = varint()
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            varint()
-        elif wire == 2:
-            n = varint()
-            if field == 6:
-                out.append(raw[pos : pos + n].decode("utf-8"))
-            pos += n
-        else:
-            raise AssertionError(f"unexpected wire type {wire}")
-    return out
 
 
 def test_exports_of_the_trace(captures: dict[str, Path]) -> None:

@@ -10,16 +10,16 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-from ..capture.reader import Capture
-from ..capture.reader import Progress as Progress_
 from ..errors import LeadlineError
-from ..record import runner
-from ..record.recorder import Recorder
-from ..render.base import Renderer, RenderOptions, capture_kind, get_renderer
+
+if TYPE_CHECKING:
+    from ..capture.reader import Progress as Progress_
+    from ..render.base import Renderer, RenderOptions
+
+# rich, the capture reader and the renderers load when a command reads or shows something, not
+# when `leadline trace` or `run` starts a program (tens of milliseconds of imports otherwise).
 
 BIG_CAPTURE = 32 << 20
 
@@ -30,6 +30,8 @@ def progress_bar(total_bytes: int, label: str) -> Iterator[Progress_ | None]:
     if total_bytes < BIG_CAPTURE or not sys.stderr.isatty():
         yield None
         return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
     with Progress(TextColumn(label), BarColumn(), TimeRemainingColumn(), transient=True) as bar:
         task = bar.add_task(label, total=1.0)
 
@@ -109,6 +111,8 @@ def run_progress(label: str, total: int) -> Iterator[Progress_ | None]:
     if not sys.stderr.isatty():
         yield None
         return
+    from rich.progress import BarColumn, Progress, TextColumn
+
     with Progress(
         TextColumn(label), BarColumn(), TextColumn("{task.completed}/{task.total}"), transient=True
     ) as bar:
@@ -145,6 +149,9 @@ def render_capture(
 ) -> int:
     """Render a capture in format `fmt` to `output` (a path; None or "-": standard output, or
     `stream`).  The capture is read before the output is opened."""
+    from ..capture.reader import Capture
+    from ..render.base import capture_kind, get_renderer
+
     with Capture(capture_path) as cap:
         renderer = get_renderer(fmt, capture_kind(cap), capture_path, command)
         with progress_bar(cap.size, f"reading {Path(capture_path).name}") as update:
@@ -158,20 +165,3 @@ def render_capture(
                 file=sys.stderr,
             )
     return 0
-
-
-def run_recorded(target: runner.Target, recorder: Recorder) -> tuple[int, Any]:
-    """Run the program as `python` would, recording it; (its exit status, the recording's
-    result).  The recording stops however the program ends.  A negative status -N means that
-    python would have ended by signal N (runner.exit_by_signal does that, last)."""
-    program = runner.prepare(target)
-    recorder.start()
-    try:
-        status = runner.execute(program)
-    finally:
-        try:
-            sys.stdout.flush()
-        except (OSError, ValueError):
-            pass
-        result = recorder.stop()
-    return status, result

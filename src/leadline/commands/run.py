@@ -16,9 +16,8 @@ from ..errors import LeadlineError
 from ..record import runner
 from ..record.profiler import Profiler
 from ..record.recorder import default_output
-from ._common import run_recorded
 from ._sampling import add_sampling_arguments, options_from, summarise
-from ._target import add_target_arguments
+from ._target import add_target_arguments, run_recorded
 
 if TYPE_CHECKING:
     from ..fleet.agent import AgentConfig

@@ -10,8 +10,7 @@ from typing import Any
 from ..record import runner
 from ..record.recorder import default_output
 from ..record.tracer import TraceOptions, Tracer, parse_size
-from ._common import run_recorded
-from ._target import add_target_arguments
+from ._target import add_target_arguments, run_recorded
 
 
 def _bytes(text: str) -> int:
