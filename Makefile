@@ -18,7 +18,7 @@ $(GOALS):
 	@tools/ensure-python $(PY) >/dev/null
 	@$(if $(filter test test-loaded,$@),tools/ensure-speedscope-schema >/dev/null)
 	@$(if $(filter test-fleet bench-agent,$@),sh tools/build_pyroscope.sh >/dev/null)
-	tools/in-root $(MAKE) --no-print-directory $@ PY=$(PY) VENV=$(VENV) PYTEST_ARGS='$(PYTEST_ARGS)'
+	tools/in-root $(MAKE) --no-print-directory $@ PY=$(PY) VENV=$(VENV) PYTEST_ARGS='$(PYTEST_ARGS)' CHECK_ARGS='$(CHECK_ARGS)'
 else
 ifneq ($(filter 3.10 3.11 3.12 3.13 3.14 3.15,$(PY)),)
 override PY := $(shell tools/ensure-python $(PY))
@@ -27,7 +27,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := $(shell find src -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.pyi' -o -name '*.js' -o -name '*.css' -o -name '*.pth') setup.py pyproject.toml
 
-.PHONY: all venv build demo test test-loaded test-fleet lint bench bench-sampling bench-stdlib bench-agent bench-soak bench-marks valgrind sanitize fuzz clean
+.PHONY: all venv build demo test test-loaded test-fleet lint bench bench-check bench-sampling bench-stdlib bench-agent bench-soak bench-marks valgrind sanitize fuzz clean
 
 all: build
 
@@ -154,6 +154,13 @@ STDLIB_ROUNDS ?= 5
 bench-stdlib: build
 	$(BIN)/python bench/sampling.py --workload calls --rounds $(STDLIB_ROUNDS) --name sampling-vs-stdlib-calls --candidates leadline-100,leadline-1k,stdlib-100,stdlib-1k
 	$(BIN)/python bench/sampling.py --accuracy --rounds $(STDLIB_ROUNDS) --name sampling-vs-stdlib-accuracy --candidates leadline-wall-1k,leadline-cpu-1k,stdlib-1k
+
+# The regression gate for leadline's own cost: trace against the bare empty hook and run at 1 kHz
+# against the program alone, a few minutes, judged against bench/check-figures.json beyond the
+# noise of the same run (bench/check.py; CHECK_ARGS="--update" stores new figures).
+CHECK_ARGS ?=
+bench-check: build
+	$(BIN)/python bench/check.py $(CHECK_ARGS)
 
 # The fleet agent against a real local Pyroscope server: the program alone, pushing, spooling.
 bench-agent: build

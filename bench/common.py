@@ -84,12 +84,17 @@ def make_workloads(python: str, work: Path, sizes: Sizes) -> dict[str, Workload]
 def ensure_requirements(python: str, needs: Iterable[str], setup: bool, who: str) -> list[str]:
     """Install what is missing of `needs` into `python` (if `setup`); the names still missing."""
     names = sorted(set(needs))
-    problems = setup_env.missing(python, names)
-    if problems and setup:
-        for problem in setup_env.ensure(python, [r.name for r in problems]):
+
+    def still_missing() -> list[str]:  # REQUIREMENTS keys, not distribution names
+        missing = setup_env.missing(python, names)
+        return [n for n in names if setup_env.REQUIREMENTS[n] in missing]
+
+    left = still_missing()
+    if left and setup:
+        for problem in setup_env.ensure(python, left):
             print(f"{who}: {problem}", file=sys.stderr)
-        problems = setup_env.missing(python, names)
-    return [r.name for r in problems]
+        left = still_missing()
+    return left
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,12 +19,15 @@ See ``bench/README.md``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,7 @@ import setup_env
 # The packages whose versions a results file records.
 PACKAGES = ("leadline", "py-spy", "pyperformance", "pyperf")
 SPLIT_FUNCTIONS = ("heavy", "medium", "light")  # bench/workloads/split.py
+LOADED = "+load"  # the suffix of a candidate's twin that runs beside CPU hogs (--load)
 
 # ---------------------------------------------------------------------------------------------
 # Candidates
@@ -47,6 +51,16 @@ class Candidate:
     description: str
     rate: int = 0  # samples per second
     options: tuple[str, ...] = ()  # more `leadline run` or `py-spy record` options
+    loaded: bool = False  # runs while --load CPU hogs keep every core busy
+
+    def under_load(self) -> Candidate:
+        """This candidate's twin that runs beside the CPU hogs (--load), named NAME+load."""
+        return dataclasses.replace(
+            self,
+            name=f"{self.name}{LOADED}",
+            description=f"{self.description}; beside CPU hogs",
+            loaded=True,
+        )
 
     def command(
         self, python: str, py_spy: str, out: Path, script: Path, args: list[str]
@@ -356,6 +370,13 @@ class OverheadRow:
     torn_or_errors: float | None
     note: str
 
+    @property
+    def us_per_sample(self) -> float | None:
+        """The sampler's CPU per sample taken, microseconds."""
+        if self.profiler_cpu is None or not self.samples:
+            return None
+        return self.profiler_cpu / self.samples * 1e6
+
 
 def ok_runs(r: Result) -> list[Run]:
     return [run for run in r.runs if run.status == "ok"]
@@ -382,8 +403,11 @@ def notes_of(r: Result) -> list[str]:
 
 
 def summarise_overhead(results: list[Result]) -> list[OverheadRow]:
-    base = next((r for r in results if r.candidate == "baseline"), None)
-    base_runs = ok_runs(base) if base else []
+    def base_runs_for(candidate: str) -> list[Run]:
+        """The baseline of the same condition: quiet, or beside the hogs (NAME+load)."""
+        name = "baseline" + (LOADED if candidate.endswith(LOADED) else "")
+        base = next((r for r in results if r.candidate == name), None)
+        return ok_runs(base) if base else []
 
     def by_round(runs: list[Run], value: Callable[[Run], float]) -> dict[int, float]:
         return {run.round: value(run) for run in runs}
@@ -394,6 +418,7 @@ def summarise_overhead(results: list[Result]) -> list[OverheadRow]:
     rows = []
     for r in results:
         runs = ok_runs(r)
+        base_runs = base_runs_for(r.candidate)
         walls = [run.wall for run in runs]
         wall = common.median(walls)
         base_cpu = by_round(base_runs, lambda run: run.cpu)
@@ -542,6 +567,8 @@ def table(kind: str, summary: list[dict[str, Any]], text: bool) -> tuple[str, li
         over = [OverheadRow(**row) for row in summary]
         notes = [(row.candidate, row.note) for row in over if row.note]
         body = render(OVERHEAD_HEADERS, [overhead_cells(row) for row in over])
+        verdicts = [f"- {line}" for line in load_verdicts(over)]
+        return body, [f"- `{c}`: {n}" for c, n in notes] + verdicts
     return body, [f"- `{c}`: {n}" for c, n in notes]
 
 
@@ -553,6 +580,59 @@ def split_workload(seconds: float) -> common.Workload:
     return common.Workload(
         "split", common.WORKLOADS / "split.py", lambda run_dir: ["--seconds", f"{seconds:g}"]
     )
+
+
+@contextmanager
+def cpu_hogs(n: int) -> Iterator[None]:
+    """n busy loops at the default priority for the duration (what tools/with-load starts)."""
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait()
+
+
+def load_verdicts(summary: list[OverheadRow]) -> list[str]:
+    """Each leadline candidate beside the hogs against itself on a quiet machine: missed ticks
+    and the sampler's CPU per sample within 2x of the quiet figures, and the program's slowdown
+    grown by no more than the sampler's own share of a core under load."""
+    rows = {row.candidate: row for row in summary}
+    lines = []
+    for name, quiet in rows.items():
+        loaded = rows.get(f"{name}{LOADED}")
+        if loaded is None or not name.startswith("leadline"):
+            continue
+        checks = []
+        qm, lm = quiet.missed, loaded.missed
+        if qm is not None and lm is not None and quiet.samples and loaded.samples:
+            q_rate, l_rate = qm / (quiet.samples + qm), lm / (loaded.samples + lm)
+            ok = l_rate <= 2 * q_rate or lm <= 2 * max(qm, 1)
+            checks.append(
+                f"missed {100 * q_rate:.2f}% -> {100 * l_rate:.2f}% of ticks "
+                f"({'within' if ok else 'NOT within'} 2x)"
+            )
+        q_us, l_us = quiet.us_per_sample, loaded.us_per_sample
+        if q_us and l_us:
+            ok = l_us <= 2 * q_us
+            checks.append(
+                f"sampler CPU per sample {q_us:.1f} -> {l_us:.1f} µs "
+                f"({'within' if ok else 'NOT within'} 2x)"
+            )
+        if quiet.wall_x_base and loaded.wall_x_base and loaded.profiler_pct_core is not None:
+            growth = loaded.wall_x_base - quiet.wall_x_base
+            share = loaded.profiler_pct_core / 100
+            ok = growth <= share
+            checks.append(
+                f"slowdown {quiet.wall_x_base:.3f} -> {loaded.wall_x_base:.3f}, grown "
+                f"{100 * growth:+.2f} points against the sampler's {100 * share:.2f}% of a core "
+                f"({'within' if ok else 'NOT within'})"
+            )
+        if checks:
+            lines.append(f"{name} beside the hogs: " + "; ".join(checks))
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -573,6 +653,16 @@ def main(argv: list[str] | None = None) -> int:
         "but leadline-5k)",
     )
     parser.add_argument("--py-spy", help="py-spy program (default: the one in --python's env)")
+    parser.add_argument(
+        "--load",
+        type=int,
+        nargs="?",
+        const=os.cpu_count() or 2,
+        default=0,
+        metavar="N",
+        help="also run each overhead candidate beside N CPU hogs (default N: one per core), "
+        "interleaved with its quiet runs, and judge the loaded figures against the quiet ones",
+    )
     parser.add_argument(
         "--split-seconds",
         type=float,
@@ -603,6 +693,8 @@ def main(argv: list[str] | None = None) -> int:
             for n, c in pool.items()
             if n in wanted or n == "baseline" or (not wanted and n not in DEFAULT_EXCLUDED)
         ]
+        if args.load and w != "split":
+            plan[w] += [c.under_load() for c in plan[w]]
     used = {c.name: c for cands in plan.values() for c in cands}
 
     unavailable: dict[str, str] = {}
@@ -655,7 +747,8 @@ def main(argv: list[str] | None = None) -> int:
             env = {"SPLIT_TRUTH": str(run_dir / "truth.json")} if accuracy else None
             session.announce(wname, rnd, n, 20)
             own = c.kind in ("py-spy", "stdlib")
-            fin = common.run_once(cmd, run_dir, args.timeout, env, own_cpu=own)
+            with cpu_hogs(args.load if c.loaded else 0):
+                fin = common.run_once(cmd, run_dir, args.timeout, env, own_cpu=own)
             run = measure(c, fin, rnd, run_dir, out, python, workload.script, accuracy, clean)
             print(
                 f" {run.status:7} wall {run.wall:7.2f} s  cpu {run.cpu:7.2f} s"

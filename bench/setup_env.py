@@ -22,11 +22,13 @@ refuses to install into a Python that is not a virtual environment unless given
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 
@@ -59,7 +61,14 @@ REQUIREMENTS = {
         {"CFLAGS": "-O2 -Wno-error=unused-variable -Wno-error=use-after-free"},
     ),
     "py-spy": Requirement("py-spy", "0.4.3", None, script="py-spy"),
-    "barehook": Requirement("leadline-bench-barehook", "1.0", "barehook", source="barehook"),
+    "barehook": Requirement(
+        "leadline-bench-barehook",
+        # as bench/barehook/setup.py versions it: a build of another source is stale
+        "1.0+"
+        + hashlib.sha256(Path(BENCH, "barehook", "barehook.c").read_bytes()).hexdigest()[:12],
+        "barehook",
+        source="barehook",
+    ),
 }
 
 _PROBE = """
