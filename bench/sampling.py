@@ -563,13 +563,13 @@ def table(kind: str, summary: list[dict[str, Any]], text: bool) -> tuple[str, li
         acc = [AccuracyRow(**row) for row in summary]
         notes = [(row.candidate, row.note) for row in acc if row.note]
         body = render(ACCURACY_HEADERS, [accuracy_cells(row) for row in acc])
+        verdicts = []
     else:
         over = [OverheadRow(**row) for row in summary]
         notes = [(row.candidate, row.note) for row in over if row.note]
         body = render(OVERHEAD_HEADERS, [overhead_cells(row) for row in over])
-        verdicts = [f"- {line}" for line in load_verdicts(over)]
-        return body, [f"- `{c}`: {n}" for c, n in notes] + verdicts
-    return body, [f"- `{c}`: {n}" for c, n in notes]
+        verdicts = load_verdicts(over)
+    return body, [f"- `{c}`: {n}" for c, n in notes] + [f"- {line}" for line in verdicts]
 
 
 # ---------------------------------------------------------------------------------------------
