@@ -82,6 +82,10 @@ int ll_mem_read(LLMem *m, uint64_t addr, void *buf, size_t n) {
             s->page = page;
             s->gen = m->gen;
         }
+        if (s->used != m->round) { /* a page read whole, first used in this round */
+            s->used = m->round;
+            if (m->nused < LL_PAGES_AHEAD) m->used[m->nused++] = page;
+        }
         memcpy(out, s->data + off, take);
         out += take;
         addr += take;
@@ -94,9 +98,50 @@ void ll_mem_forget(LLMem *m) {
     if (++m->gen == 0) m->gen = 1;
 }
 
+/* Reads the n pages (distinct) into their slots in one system call; those read whole are valid. */
+static void read_pages(LLMem *m, const uint64_t *pages, int n) {
+    struct iovec local[LL_PAGES_AHEAD], remote[LL_PAGES_AHEAD];
+    LLPageSlot *slot[LL_PAGES_AHEAD];
+    int k = 0;
+    for (int i = 0; i < n && i < LL_PAGES_AHEAD; i++) {
+        LLPageSlot *s = &m->slots[(pages[i] / LL_PAGE) % LL_PAGE_SLOTS];
+        int taken = 0; /* two pages of one slot: the first one asked for */
+        for (int j = 0; j < k; j++) taken |= slot[j] == s;
+        if (taken) continue;
+        slot[k] = s;
+        s->gen = 0;
+        s->page = pages[i];
+        local[k] = (struct iovec){s->data, LL_PAGE};
+        remote[k] = (struct iovec){(void *)(uintptr_t)pages[i], LL_PAGE};
+        k++;
+    }
+    if (!k) return;
+    ssize_t r = process_vm_readv(m->pid, local, (unsigned long)k, remote, (unsigned long)k, 0);
+    m->reads++;
+    for (int j = 0; r > 0 && j < k && (size_t)r >= (size_t)(j + 1) * LL_PAGE; j++)
+        slot[j]->gen = m->gen;
+}
+
+void ll_mem_begin(LLMem *m) {
+    uint64_t pages[LL_PAGES_AHEAD];
+    int n = m->nused;
+    memcpy(pages, m->used, sizeof(uint64_t) * (size_t)n);
+    ll_mem_forget(m);
+    if (++m->round == 0) m->round = 1;
+    m->nused = 0;
+    read_pages(m, pages, n);
+}
+
+void ll_mem_refresh(LLMem *m) {
+    ll_mem_forget(m);
+    read_pages(m, m->used, m->nused);
+}
+
 int ll_mem_init(LLMem *m, pid_t pid) {
     m->pid = pid;
     m->gen = 1;
+    m->round = 1;
+    m->nused = 0;
     m->reads = 0;
     m->slots = calloc(LL_PAGE_SLOTS, sizeof(LLPageSlot));
     return m->slots ? 0 : ENOMEM;

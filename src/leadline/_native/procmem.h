@@ -13,22 +13,35 @@
 #define LL_PAGE 4096
 #define LL_PAGE_SLOTS 64
 
+/* Pages a round of reads used (ll_mem_begin), read again together at the start of the next. */
+#define LL_PAGES_AHEAD 16
+
 typedef struct {
     uint64_t page;
-    uint32_t gen; /* valid while equal to LLMem.gen */
+    uint32_t gen;  /* valid while equal to LLMem.gen */
+    uint32_t used; /* the round that last used it */
     uint8_t data[LL_PAGE];
 } LLPageSlot;
 
 typedef struct {
     pid_t pid;
-    uint32_t gen;
+    uint32_t gen, round;
     uint64_t reads; /* system calls made */
     LLPageSlot *slots;
+    uint64_t used[LL_PAGES_AHEAD]; /* pages this round used, first use first */
+    int nused;
 } LLMem;
 
 int ll_mem_init(LLMem *m, pid_t pid);
 void ll_mem_free(LLMem *m);
 void ll_mem_forget(LLMem *m); /* the cached pages are stale from now on */
+/* A new round of reads (a tick): the cache is stale, and the pages the previous round used (a
+ * thread state, its frames, the interpreter's) are read again at once, in one system call, so
+ * that what the round reads from them is one moment's memory, not a sequence of moments a
+ * system call apart.  Pages that cannot be read that way are read when asked for. */
+void ll_mem_begin(LLMem *m);
+/* The same within a round: the cache is stale, the pages it used so far read again at once. */
+void ll_mem_refresh(LLMem *m);
 int ll_mem_read(LLMem *m, uint64_t addr, void *buf, size_t n);      /* 0 or an errno */
 int ll_mem_read_raw(pid_t pid, uint64_t addr, void *buf, size_t n); /* uncached */
 size_t ll_mem_read_many(pid_t pid, const uint64_t *addrs, size_t n, uint8_t *out, size_t size);

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -544,14 +545,20 @@ static ThreadSlot *thread_of(Sampler *S, Target *T, const uint8_t *ts, int tid_o
  * frames vanish from the profile (seen: lizard's tokenizer stages, 10% of its time each when the
  * program was stopped for every read, at 0-0.3%).  So a walk of a thread of this process that
  * raced is done again with the thread held still: the sampler sends it a real-time signal whose
- * handler says it has stopped and waits on a futex until the sampler has copied its frames and
- * code objects.  A thread is only asked when a walk raced while its CPU clock moved (it runs
+ * handler says it has stopped and waits (on its CPU for LL_PARK_SPIN_NS, then on a futex) until
+ * the sampler has copied its frames and code objects.  A thread is only asked when a walk raced while its CPU clock moved (it runs
  * Python code, not a blocking system call, which the signal would interrupt), and only ever
  * waits LL_PARK_MAX_NS, whatever the sampler does.  A thread that does not answer in time
  * (waiting for a CPU) is read as before; one that blocks the signal is never asked.
  *
  * The handler only touches atomics, errno and the futex: nothing that can block on a lock. */
 #define LL_PARK_MAX_NS 5000000u /* 5 ms: a stopped thread goes on by itself after this */
+/* A stopped thread first waits on its CPU this long, then on the futex: a read of its stack
+ * takes a few microseconds, and a thread that slept goes back to the run queue, behind every
+ * other runnable thread of a busy machine (seen, beside two CPU hogs: the program's wall time
+ * 1.40 of its own while its CPU time was unchanged). */
+#define LL_PARK_SPIN_NS 50000u
+#define LL_SAMPLER_SLICE_NS 100000u /* the least the kernel grants */
 
 /* The request: (generation << 32) | tid, 0 when none; the one the handler answered; the last
  * generation let go (the futex word). */
@@ -559,8 +566,17 @@ static _Atomic uint64_t request, answered;
 static _Atomic uint32_t released;
 static uint32_t generation;
 static _Atomic int installed; /* 1: ours; -1: the program's signal, never used */
+static _Atomic int sleeping;  /* the parked thread went to sleep on the futex */
 
 static int park_signal(void) { return SIGRTMAX - 3; }
+
+static inline void ll_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 static void on_park(int sig) {
     (void)sig;
@@ -569,14 +585,23 @@ static void on_park(int sig) {
     if (r && (pid_t)(uint32_t)r == (pid_t)syscall(SYS_gettid)) {
         uint32_t gen = (uint32_t)(r >> 32);
         uint64_t deadline = ll_monotonic_ns() + LL_PARK_MAX_NS;
+        uint64_t spin_end = ll_monotonic_ns() + LL_PARK_SPIN_NS;
         atomic_store(&answered, r);
         for (;;) {
             uint32_t seen = atomic_load(&released);
             if (seen == gen || atomic_load(&request) != r) break;
             uint64_t now = ll_monotonic_ns();
             if (now >= deadline) break;
-            struct timespec left = {0, (long)(deadline - now)};
-            syscall(SYS_futex, &released, FUTEX_WAIT_PRIVATE, seen, &left, NULL, 0);
+            if (now < spin_end) {
+                ll_cpu_relax();
+                continue;
+            }
+            atomic_store(&sleeping, 1);
+            if (atomic_load(&released) == seen && atomic_load(&request) == r) {
+                struct timespec left = {0, (long)(deadline - now)};
+                syscall(SYS_futex, &released, FUTEX_WAIT_PRIVATE, seen, &left, NULL, 0);
+            }
+            atomic_store(&sleeping, 0);
         }
     }
     errno = saved;
@@ -646,7 +671,7 @@ static int ll_park(pid_t tid, uint64_t wait_ns) {
 static void ll_unpark(void) {
     atomic_store(&released, generation);
     atomic_store(&request, 0);
-    syscall(SYS_futex, &released, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    if (atomic_load(&sleeping)) syscall(SYS_futex, &released, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 /* One reading of a thread's stack from its thread state `ts` (read at `tstate`), without naming
@@ -695,7 +720,7 @@ static int walk_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate,
                                  not: it waits for a CPU, its stack still) */
             if (c > c1 && slot->park > 0 && !parked && ll_park_blocked(slot->tid))
                 slot->park = -1; /* it blocked the signal since: it is never asked again */
-            ll_mem_forget(&T->proc.mem);
+            ll_mem_refresh(&T->proc.mem);
             int rerr = ll_mem_read(&T->proc.mem, tstate, ts, ts_size);
             *gone = rerr == ESRCH;
             if (rerr) {
@@ -884,7 +909,7 @@ static void share_rss(Sampler *S, int np, int64_t d) {
 }
 
 static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
-    ll_mem_forget(&T->proc.mem);
+    ll_mem_begin(&T->proc.mem);
     uint64_t tstate = 0;
     if (first_thread(S, T, t, &tstate)) return;
     int64_t d = S->memory ? T->rss_carry + read_rss(T) : 0;
@@ -1018,6 +1043,31 @@ static int read_run_delay(int fd, uint64_t *out) {
     return 1;
 }
 
+/* Asks the scheduler for short turns on a CPU for the calling thread (Linux 6.12+: a fair-class
+ * thread's requested slice, sched_attr.sched_runtime; older kernels ignore it): a thread that
+ * asks for short turns is let in sooner when it wakes on a CPU that another runs on.  The
+ * sampler wakes for a few tens of microseconds a tick; beside CPU hogs, with the default slice
+ * it waited behind them for a CPU, and ticks were late or missed.  Best effort, no privilege
+ * needed; a thread with another policy is left as it is. */
+static void ask_short_turns(void) {
+#ifdef SYS_sched_setattr
+    struct {
+        uint32_t size, policy;
+        uint64_t flags;
+        int32_t nice;
+        uint32_t priority;
+        uint64_t runtime, deadline, period;
+        uint32_t util_min, util_max;
+    } a;
+    memset(&a, 0, sizeof a);
+    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) || a.policy != SCHED_OTHER) return;
+    a.size = sizeof a;
+    a.flags = 0;
+    a.runtime = LL_SAMPLER_SLICE_NS;
+    (void)syscall(SYS_sched_setattr, 0, &a, 0);
+#endif
+}
+
 static void *sampler_main(void *arg) {
     Sampler *S = arg;
     S->tid = ll_gettid();
@@ -1030,6 +1080,7 @@ static void *sampler_main(void *arg) {
     /* Wake at the tick's own moment: the kernel may otherwise defer a sleeping thread's timer
      * by up to 50 us to batch wake-ups, and a tick's lateness tells fair samples (above). */
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    ask_short_turns();
     /* How late this machine wakes the sampler when nothing holds it up: the least of a few
      * short sleeps (until ticks show it, a late first tick would count as on time). */
     S->floor_ns[0] = S->floor_ns[1] = UINT64_MAX;

@@ -59,10 +59,18 @@ int ll_stacks_init(LLStacks *st, LLWriter *w, int max_depth) {
     st->raw = malloc(sizeof(LLRawFrame) * (size_t)max_depth);
     st->uniq = malloc(sizeof(uint64_t) * (size_t)max_depth);
     st->codebuf = malloc(LL_MAX_CODE_SIZE * (size_t)max_depth);
+    st->prev_uniq = malloc(sizeof(uint64_t) * (size_t)max_depth);
+    st->prev_codebuf = malloc(LL_MAX_CODE_SIZE * (size_t)max_depth);
+    st->miss = malloc(sizeof(uint64_t) * (size_t)max_depth);
+    st->miss_slot = malloc(sizeof(int) * (size_t)max_depth);
+    st->missbuf = malloc(LL_MAX_CODE_SIZE * (size_t)max_depth);
     st->nvisited = 64;
     while (st->nvisited <= 2 * (size_t)max_depth) st->nvisited *= 2;
     st->visited = calloc(st->nvisited, sizeof(LLVisitSlot));
-    return st->frames && st->raw && st->uniq && st->codebuf && st->visited ? 0 : -1;
+    return st->frames && st->raw && st->uniq && st->codebuf && st->visited && st->prev_uniq &&
+                   st->prev_codebuf && st->miss && st->miss_slot && st->missbuf
+               ? 0
+               : -1;
 }
 
 void ll_stacks_free(LLStacks *st) {
@@ -73,6 +81,11 @@ void ll_stacks_free(LLStacks *st) {
     free(st->raw);
     free(st->uniq);
     free(st->codebuf);
+    free(st->prev_uniq);
+    free(st->prev_codebuf);
+    free(st->miss);
+    free(st->miss_slot);
+    free(st->missbuf);
     free(st->visited);
     memset(st, 0, sizeof *st);
 }
@@ -267,6 +280,8 @@ static uint32_t code_func(LLStacks *st, LLProc *p, uint64_t code, const uint8_t 
 
 /* ---- one stack ---- */
 
+#define LL_REUSE_CODES 128
+
 /* Marks a frame as seen in this walk; 0 if it already was.  A chain read while the thread
  * pushes and pops frames can loop back on itself. */
 static int visit(LLStacks *st, uint64_t frame) {
@@ -366,10 +381,25 @@ static int read_frames(LLStacks *st, LLProc *p, uint64_t frame, int *depth, int 
 
 /* The second: one read of every distinct code object of the stack (recursion repeats them),
  * each sample: a code object freed (a module's, after its import) and another one made at its
- * address (imports make many) must not be named as the old one, even for a moment. */
+ * address (imports make many) must not be named as the old one, even for a moment.  A walk read
+ * again in the same round (a thread that raced, read parked microseconds later) takes the code
+ * objects the walk before it read from that read, and reads only the others. */
 static int read_codes(LLStacks *st, LLProc *p, int depth) {
     size_t csize = (size_t)p->layout.code_size;
     if (csize > LL_MAX_CODE_SIZE) return LL_WALK_TORN;
+    /* (Looked up one by one: a stack of more distinct code objects than LL_REUSE_CODES is read
+     * whole.) */
+    int nprev = st->read_proc == p && st->read_round == p->mem.round ? st->nread : 0;
+    if (nprev > LL_REUSE_CODES) nprev = 0;
+    if (nprev) { /* the previous walk's codes become prev_*; this walk's go to uniq, codebuf */
+        uint64_t *u = st->uniq;
+        uint8_t *b = st->codebuf;
+        st->uniq = st->prev_uniq;
+        st->codebuf = st->prev_codebuf;
+        st->prev_uniq = u;
+        st->prev_codebuf = b;
+    }
+    st->nread = 0;
     int nu = 0;
     for (int i = 0; i < depth; i++) {
         LLRawFrame *r = &st->raw[i];
@@ -383,8 +413,27 @@ static int read_codes(LLStacks *st, LLProc *p, int depth) {
         }
         r->slot = k;
     }
-    if (nu && ll_mem_read_many(p->mem.pid, st->uniq, (size_t)nu, st->codebuf, csize) != (size_t)nu)
+    int nmiss = 0;
+    for (int u = 0; u < nu; u++) {
+        int k = -1;
+        for (int j = 0; j < nprev && k < 0; j++)
+            if (st->prev_uniq[j] == st->uniq[u]) k = j;
+        if (k >= 0) {
+            memcpy(st->codebuf + (size_t)u * csize, st->prev_codebuf + (size_t)k * csize, csize);
+        } else {
+            st->miss[nmiss] = st->uniq[u];
+            st->miss_slot[nmiss++] = u;
+        }
+    }
+    if (nmiss &&
+        ll_mem_read_many(p->mem.pid, st->miss, (size_t)nmiss, st->missbuf, csize) != (size_t)nmiss)
         return LL_WALK_TORN;
+    for (int i = 0; i < nmiss; i++)
+        memcpy(st->codebuf + (size_t)st->miss_slot[i] * csize, st->missbuf + (size_t)i * csize,
+               csize);
+    st->nread = nu;
+    st->read_proc = p;
+    st->read_round = p->mem.round;
     return LL_WALK_OK;
 }
 

@@ -37,6 +37,16 @@ typedef struct {
     LLRawFrame *raw;
     uint64_t *uniq;   /* distinct code objects of a walk */
     uint8_t *codebuf; /* their first bytes, LL_MAX_CODE_SIZE each */
+    /* The previous walk's (uniq, codebuf), read in round `read_round` of `read_proc`'s memory
+     * (nread of them; 0: none to reuse), and the code objects a walk has still to read. */
+    uint64_t *prev_uniq;
+    uint8_t *prev_codebuf;
+    int nread;
+    const void *read_proc;
+    uint32_t read_round;
+    uint64_t *miss;
+    int *miss_slot;
+    uint8_t *missbuf;
     LLVisitSlot *visited; /* frames of the current walk: a power of two > 2 x max_depth */
     size_t nvisited;
     uint32_t visit_gen;
