@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support import run, write
 
-from leadline.pytest_plugin import profile_name
+from leadline.pytest_plugin import baseline_key, profile_name
 
 SUITE = """
     import os
@@ -68,6 +68,48 @@ def test_profile_names() -> None:
     long = profile_name("t.py::test_" + "x" * 400)
     assert len(long) < 160 and long.endswith(".lead")
     assert profile_name("t.py::test_" + "x" * 400) != profile_name("t.py::test_" + "x" * 401)
+
+
+def test_baseline_keys_do_not_follow_pytests_rootdir(tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    (proj / "tests").mkdir(parents=True)
+    (tmp_path / "loose").mkdir()
+    write(proj, "pyproject.toml", "[project]\nname = 'p'\n")
+    f = write(proj / "tests", "test_a.py", "def test_x(): pass\n")
+    for nodeid in ("test_a.py::test_x", "proj/tests/test_a.py::test_x", "tests/test_a.py::test_x"):
+        assert baseline_key(f, nodeid, tmp_path) == "tests/test_a.py::test_x"
+    key = baseline_key(f, "t/test_a.py::TestC::test_y[1]", proj)
+    assert key == "tests/test_a.py::TestC::test_y[1]"
+    # No project marker: relative to where pytest was started, else the absolute path.
+    g = write(tmp_path / "loose", "test_b.py", "def test_z(): pass\n")
+    assert baseline_key(g, "test_b.py::test_z", tmp_path) == "loose/test_b.py::test_z"
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    assert baseline_key(g, "test_b.py::test_z", outside) == f"{g.resolve().as_posix()}::test_z"
+
+
+def test_a_baseline_dir_outside_the_project_compares_on_the_second_run(tmp_path: Path) -> None:
+    """`pytest tests --leadline-baseline DIR` with DIR outside a project that has no pytest
+    configuration: once DIR exists, pytest's rootdir (the common ancestor of the command line's
+    paths) moves up, and with it the node ids; the second run must still find the first run's
+    baselines."""
+    proj = tmp_path / "proj"
+    (proj / "tests").mkdir(parents=True)
+    write(proj / "tests", "test_suite.py", SUITE)
+    cache = tmp_path / "cache"
+    env = {**os.environ, "SLOW": "1", "NO_COLOR": "1"}
+    env.pop("PYTEST_ADDOPTS", None)
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *RATE, "tests"]
+    argv += ["--leadline-baseline", str(cache)]
+    runs = [
+        run(argv, cwd=proj, capture_output=True, text=True, timeout=300, env=env) for _ in range(2)
+    ]
+    assert all(r.returncode == 0 for r in runs), [r.stdout + r.stderr for r in runs]
+    assert plugin_summary(runs[0].stdout)[2] == 2  # stored
+    compared, regressed, stored, short = plugin_summary(runs[1].stdout)
+    assert (regressed, stored) == (0, 0) and compared + short == 2 and compared >= 1, runs[1].stdout
+    names = sorted(p.name for p in cache.glob("*.lead"))
+    assert names == ["tests_test_suite.py__test_quick.lead", "tests_test_suite.py__test_work.lead"]
 
 
 def plugin_summary(stdout: str) -> tuple[int, int, int, int]:

@@ -80,6 +80,27 @@ def profile_name(nodeid: str) -> str:
     return name + ".lead"
 
 
+# Files and folders that mark the top of a project.
+_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "tox.ini", "pytest.ini", ".git")
+
+
+def baseline_key(path: Path, nodeid: str, invocation_dir: Path) -> str:
+    """The name a test's baseline is kept under: its file relative to the top of its project
+    (the nearest folder above it with one of _PROJECT_MARKERS; failing that, the folder pytest
+    was started in, or the file's own absolute path), then the node id's part after the file.
+    Not the node id itself: that is relative to pytest's rootdir, which moves when DIR outside
+    the project starts to exist (pytest takes the common ancestor of the command line's paths,
+    the option's value among them), so the second run would store a second set under other
+    names instead of comparing."""
+    path = path.resolve()
+    top = next((d for d in path.parents if any((d / m).exists() for m in _PROJECT_MARKERS)), None)
+    if top is None and path.is_relative_to(invocation_dir.resolve()):
+        top = invocation_dir.resolve()
+    where = path.relative_to(top).as_posix() if top is not None else path.as_posix()
+    _, sep, rest = nodeid.partition("::")
+    return where + sep + rest
+
+
 class _Session:
     def __init__(self, config: pytest.Config) -> None:
         self.dir = Path(config.getoption("leadline_baseline"))
@@ -117,7 +138,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     session = item.config.stash.get(_KEY, None)
     if session is None:
         return (yield)
-    name = profile_name(item.nodeid)
+    name = profile_name(baseline_key(item.path, item.nodeid, item.config.invocation_params.dir))
     baseline = session.dir / name
     store = session.update or not baseline.exists()
     target = baseline if store else session.dir / LATEST / name
