@@ -122,14 +122,10 @@ static void read_pages(LLMem *m, const uint64_t *pages, int n) {
         slot[j]->gen = m->gen;
 }
 
-void ll_mem_begin(LLMem *m) {
-    uint64_t pages[LL_PAGES_AHEAD];
-    int n = m->nused;
-    memcpy(pages, m->used, sizeof(uint64_t) * (size_t)n);
+void ll_mem_new_round(LLMem *m) {
     ll_mem_forget(m);
     if (++m->round == 0) m->round = 1;
     m->nused = 0;
-    read_pages(m, pages, n);
 }
 
 void ll_mem_refresh(LLMem *m) {

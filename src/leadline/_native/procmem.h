@@ -13,7 +13,7 @@
 #define LL_PAGE 4096
 #define LL_PAGE_SLOTS 64
 
-/* Pages a round of reads used (ll_mem_begin), read again together at the start of the next. */
+/* Pages a round of reads used, read again together by ll_mem_refresh. */
 #define LL_PAGES_AHEAD 16
 
 typedef struct {
@@ -35,11 +35,9 @@ typedef struct {
 int ll_mem_init(LLMem *m, pid_t pid);
 void ll_mem_free(LLMem *m);
 void ll_mem_forget(LLMem *m); /* the cached pages are stale from now on */
-/* A new round of reads (a tick): the cache is stale, and the pages the previous round used (a
- * thread state, its frames, the interpreter's) are read again at once, in one system call, so
- * that what the round reads from them is one moment's memory, not a sequence of moments a
- * system call apart.  Pages that cannot be read that way are read when asked for. */
-void ll_mem_begin(LLMem *m);
+/* A new round of reads (a tick): the cache is stale, and the round's list of the pages it uses
+ * (read again at once by ll_mem_refresh) starts empty. */
+void ll_mem_new_round(LLMem *m);
 /* The same within a round: the cache is stale, the pages it used so far read again at once. */
 void ll_mem_refresh(LLMem *m);
 int ll_mem_read(LLMem *m, uint64_t addr, void *buf, size_t n);      /* 0 or an errno */

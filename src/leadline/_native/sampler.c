@@ -909,7 +909,11 @@ static void share_rss(Sampler *S, int np, int64_t d) {
 }
 
 static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
-    ll_mem_begin(&T->proc.mem);
+    /* Not the previous tick's pages read ahead at its start: a thread's stack must be read
+     * between the two readings of its CPU clock that say whether it ran then ("fair samples");
+     * read at the tick's start, before them, it was judged by a clock that did not see it, and
+     * twin runs of one program differed beyond noise under load. */
+    ll_mem_new_round(&T->proc.mem);
     uint64_t tstate = 0;
     if (first_thread(S, T, t, &tstate)) return;
     int64_t d = S->memory ? T->rss_carry + read_rss(T) : 0;
