@@ -165,7 +165,12 @@ void ll_join(pthread_t t, const pid_t *tid) {
     if (*tid <= 0) return;
     char path[48];
     snprintf(path, sizeof path, "/proc/self/task/%d", (int)*tid);
-    for (int i = 0; i < 1000 && access(path, F_OK) == 0; i++) {
+    /* A joined thread's task can outlive the join by a while on a busy machine (it needs a CPU
+     * to finish exiting): seen, still listed when the program forked next, and 3.12+'s fork()
+     * warned that the process was multi-threaded (under `trace`, two test workers on two
+     * cores).  Waited for up to a second by the clock, not a count of sleeps. */
+    uint64_t until = ll_monotonic_ns() + 1000000000u;
+    while (access(path, F_OK) == 0 && ll_monotonic_ns() < until) {
         struct timespec ts = {0, 20000}; /* 20 us */
         nanosleep(&ts, NULL);
     }
