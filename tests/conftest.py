@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import signal
 import socket
 import sys
 from collections.abc import Iterator
@@ -34,6 +35,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background by a non-interactive shell (`make test &`, nohup)
+    # inherits SIGINT ignored, and so would every program it starts: Python then installs no
+    # KeyboardInterrupt handler in them, and the tests that compare a program's signal handling
+    # with and without leadline would see a world no user's terminal gives.  The children get
+    # the default disposition back (a Python handler here is reset to it at their exec).
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     for name, why in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {why}")
 

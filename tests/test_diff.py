@@ -13,6 +13,7 @@ from typing import Any
 
 import htmlpage
 import pytest
+from diffsides import named, side_of
 from support import flagged_rows, leadline, run, write
 
 from leadline.analyse.diff import (
@@ -47,28 +48,13 @@ def side(
 ) -> Side:
     """A sampled side: stacks of function names (outermost first) with sample counts."""
     files = files or {}
-    funcs: list[Func] = []
-    ids: dict[str, int] = {}
-    out = []
-    for names, w in stacks.items():
-        path = []
-        for n in names:
-            if n not in ids:
-                ids[n] = len(funcs)
-                funcs.append(
-                    Func(n, files.get(n, f"/venv/lib/python3.12/site-packages/app/{n}.py"), 1)
-                )
-            path.append(ids[n])
-        out.append((tuple(path), w))
-    return Side(
+    default = "/venv/lib/python3.12/site-packages/app/{}.py"
+    return side_of(
+        named(stacks, lambda n: files.get(n, default.format(n))),
         path=f"{kind}.lead",
         kind=kind,
         measure=measure,
-        unit="samples",
-        quantum=1.0,
-        seconds=1 / rate,
-        funcs=funcs,
-        stacks=out,
+        rate=rate,
     )
 
 

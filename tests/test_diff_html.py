@@ -10,11 +10,12 @@ from typing import Any
 import htmlpage
 import pytest
 from browser import render_in_chromium
+from diffsides import named, side_of
 from htmlpage import FIRST_ROW_JS, STATE_JS, assert_clean, hover_frame_js, rendered
 from support import leadline, run, write
 from test_diff_deep import deep_side
 
-from leadline.analyse.diff import Func, Settings, Side, compare, to_json
+from leadline.analyse.diff import Settings, Side, compare, to_json
 from leadline.render.diff_html import render_diff_html
 
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -25,26 +26,9 @@ TIMES = "\u00d7"  # the multiplication sign the page writes ratios with
 
 
 def side(stacks: dict[tuple[str, ...], float], path: str) -> Side:
-    funcs: list[Func] = []
-    ids: dict[str, int] = {}
-    out = []
-    for names, w in stacks.items():
-        p = []
-        for n in names:
-            if n not in ids:
-                ids[n] = len(funcs)
-                funcs.append(Func(n, f"/srv/app/{'evil' if n == HOSTILE else 'mod'}.py", 1))
-            p.append(ids[n])
-        out.append((tuple(p), w))
-    return Side(
-        path,
-        "sample",
-        "cpu",
-        "samples",
-        1.0,
-        1e-3,
-        funcs,
-        out,
+    return side_of(
+        named(stacks, lambda n: f"/srv/app/{'evil' if n == HOSTILE else 'mod'}.py"),
+        path=path,
         meta={"argv": ["app.py", "</title><script>alert(3)</script>"]},
     )
 

@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     args_in = sys.argv[1:] if argv is None else argv
     first = args_in[0] if args_in else None
     parser = build_parser(first if first in commands.NAMES else None)
+    if first == "diff":
+        from .commands.diff import mark_sides
+
+        args_in = mark_sides(args_in)
     args = parser.parse_args(args_in)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

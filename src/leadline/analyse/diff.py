@@ -35,7 +35,8 @@ import dataclasses
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -50,9 +51,11 @@ from ..capture.foreign import (
 from ..capture.reader import MAGIC, Capture
 from ..errors import LeadlineError
 from ..fleet.pyroscope import FleetQuery, is_fleet_url, parse_fleet_url, select_merge_profile
+from .culprits import STDLIB, Culprit, find_culprits, owner_of
 from .model import Stack
 from .samples import load_profile, selected
 from .stacktree import StackTree, TreePath
+from .stats import chi2_ratio, compare_runs, t_threshold
 from .trace import Node, analyse
 
 SCHEMA_VERSION = 1
@@ -68,6 +71,16 @@ MAX_SAMPLE_PERIODS = 8  # a cpu-mode sample weighs at most this many sampling pe
 RACED_WARNING = 0.25  # a capture with this fraction of raced stack reads is named in a warning
 RACED_REFERENCE = 0.25  # the fraction of raced reads at which all of them may have been wrong
 FEW_CALLS = 3  # a traced function called fewer times has too few calls to show its spread
+# The whole program's time per run: how much it varies between identical runs (a fraction of
+# each side's; measured on this project's 2-core host beside one CPU hog per core, a cpu-mode
+# run's total varied by 3.6% to 5.5%), and the standard deviations a change of it must exceed:
+# one comparison, not hundreds as for functions, so fewer than `sigma`.
+WHOLE_FLOOR = 0.05
+WHOLE_SIGMA = 3.0
+# Runs per side from which the noise of every change is measured from the spread of the runs
+# (Welch's two-sample comparison) instead of assumed (the run-to-run floor).
+MIN_RUNS = 5
+DETECT_SHARE = 0.01  # the smallest detectable change is told for functions above this share
 
 # Where an installed package's files start: after these directories.
 _INSTALL_DIRS = re.compile(r".*/(?:site-packages|dist-packages)/|.*/lib/python\d+\.\d+/")
@@ -135,6 +148,10 @@ class Side:
     # reads its weight came from (_row_spread; a read counted one weighs 1), which is how much
     # a sum of such reads varies.
     squares: bool = False
+    complete: bool = True  # False: a capture cut short (its total is not a whole run's)
+    # A side of several runs (merge_runs): each run's own Side, and the index in `funcs` of
+    # each of its functions.  Empty for a side of one run.
+    runs: list[tuple[Side, list[int]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for path, w in self.stacks:
@@ -157,6 +174,10 @@ class Side:
     def total(self) -> float:
         return sum(self.weight)
 
+    @property
+    def n_runs(self) -> int:
+        return max(len(self.runs), 1)
+
     def describe(self) -> str:
         what = {
             "sample": f"{self.measure}-mode sampling capture",
@@ -165,6 +186,8 @@ class Side:
             "collapsed": "collapsed stacks",
             "pyroscope": f"Pyroscope fleet aggregate ({self.measure})",
         }[self.kind]
+        if self.runs:
+            return f"{self.path} ({len(self.runs)} runs, each a {what})"
         return f"{self.path} (a {what})"
 
 
@@ -264,6 +287,7 @@ def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
             "(its stacks changed while they were read): its shares are that much less sure"
         )
     if not p.complete:
+        side.complete = False
         side.warnings.append(f"{path}: incomplete capture; comparing the samples it holds")
     return side
 
@@ -316,6 +340,7 @@ def _from_trace(path: str, cap: Capture) -> Side:
             f = side.tree.key[node]
             side.incl_var[f] = side.incl_var.get(f, 0.0) + side.node_var[node]
     if not cap.complete or cap.damage:
+        side.complete = False
         side.warnings.append(f"{path}: incomplete capture; comparing the calls it holds")
     return side
 
@@ -445,6 +470,7 @@ def load_side(path: str, *, idle: bool = False, sample_type: str | None = None) 
             else:
                 side = _from_trace(path, cap)
             if cap.damage:
+                side.complete = False
                 side.warnings.append(f"{path}: {cap.damage}; {cap.unused_bytes} bytes unread")
             return side
     if data[:2] == b"\x1f\x8b" or path.endswith((".pb", ".pprof", ".pb.gz")):
@@ -461,6 +487,89 @@ def load_side(path: str, *, idle: bool = False, sample_type: str | None = None) 
             raise LeadlineError(f"{path}: an empty file, not a profile")
         raise LeadlineError(f"{path}: not a leadline capture, a pprof profile or collapsed stacks")
     return _from_foreign(path, read_collapsed(path, text))
+
+
+def merge_runs(runs: Sequence[Side], path: str) -> Side:
+    """One side of several runs of the same program: their stacks added up (a function is the
+    same function in every run when its name and file agree), each run kept for the spread of
+    its values (MIN_RUNS and more: the noise model is measured instead of assumed)."""
+    if len(runs) == 1:
+        return runs[0]
+    first = runs[0]
+    for r in runs:
+        if r.total <= 0:
+            raise LeadlineError(f"{r.path}: no samples or calls to compare")
+    for r in runs[1:]:
+        if (r.measure, r.unit, r.seconds) != (first.measure, first.unit, first.seconds):
+            raise LeadlineError(
+                f"cannot add up {first.describe()} and {r.describe()} as runs of one side: "
+                "record every run the same way (same --mode and --rate)"
+            )
+    argvs = [r.meta.get("argv") for r in runs]
+    versions = {r.meta.get("python_version") for r in runs}
+    meta: dict[str, Any] = {
+        "argv": argvs[0] if all(a == argvs[0] for a in argvs) else None,
+        "python_version": versions.pop() if len(versions) == 1 else None,
+    }
+    intern = _Interner()
+    merged = Side(
+        path=path,
+        kind=first.kind,
+        measure=first.measure,
+        unit=first.unit,
+        quantum=0.0,
+        seconds=first.seconds,
+        funcs=intern.funcs,
+        meta=meta,
+        squares=all(r.squares for r in runs),
+    )
+    spread = 0.0
+    for r in runs:
+        fmap = [intern(f.name, f.file, f.line) for f in r.funcs]
+        merged.runs.append((r, fmap))
+        t = r.tree
+        r.add(0, 0.0)  # weights as long as its tree
+        node_of = [0] * len(t)
+        for n in range(1, len(t)):
+            node_of[n] = merged.tree.child(node_of[t.parent[n]], fmap[t.key[n]])
+            merged.add(node_of[n], r.weight[n], r.node_var[n], r.node_calls[n])
+        for src, dst in ((r.self_var, merged.self_var), (r.incl_var, merged.incl_var)):
+            for f, v in src.items():
+                dst[fmap[f]] = dst.get(fmap[f], 0.0) + v
+        for f, k in r.calls.items():
+            merged.calls[fmap[f]] = merged.calls.get(fmap[f], 0) + k
+        spread += r.quantum * r.total
+        merged.jump = max(merged.jump, r.jump)
+        merged.complete = merged.complete and r.complete
+        merged.warnings += r.warnings
+    total = merged.total
+    merged.quantum = spread / total if total > 0 else first.quantum
+    merged.rate = sum(r.rate * r.total for r in runs) / total if total > 0 else 0.0
+    merged.racy = sum(r.racy * r.total for r in runs) / total if total > 0 else 0.0
+    return merged
+
+
+def expand_inputs(paths: Sequence[str]) -> list[str]:
+    """The captures one side names: files as given, a directory as the captures in it
+    (``*.lead``, in name order)."""
+    out: list[str] = []
+    for p in paths:
+        if os.path.isdir(p):
+            found = sorted(str(q) for q in Path(p).glob("*.lead") if q.is_file())
+            if not found:
+                raise LeadlineError(f"{p}: a directory with no captures (*.lead) in it")
+            out += found
+        else:
+            out.append(p)
+    return out
+
+
+def load_runs(paths: Sequence[str], *, idle: bool = False, sample_type: str | None = None) -> Side:
+    """One side of a diff from one input or several runs (files or directories of captures)."""
+    files = expand_inputs(paths)
+    runs = [load_side(p, idle=idle, sample_type=sample_type) for p in files]
+    shown = ", ".join(files) if len(files) <= 3 else f"{files[0]} ... {files[-1]}"
+    return merge_runs(runs, shown)
 
 
 # -- comparing --------------------------------------------------------------------------------
@@ -636,7 +745,10 @@ class Settings:
     sigma: float = DEFAULT_SIGMA
     floor: float | None = None  # None: DEFAULT_FLOOR for shares, DEFAULT_PER_FLOOR per unit
     min_delta: float = DEFAULT_MIN_DELTA
-    tree: bool = True  # build the merged call-path tree (for the HTML flame graph)
+    tree: bool = True  # send the merged call-path tree (for the HTML flame graph)
+    # Compare time per run instead of shares when both sides ran the same command and the
+    # whole program's time changed beyond noise (without `per`).
+    by_run: bool = True
 
 
 @dataclass
@@ -659,6 +771,20 @@ class DiffResult:
     tree_parent: list[int]
     tree_func: list[int]  # index into functions (-1 for the root)
     tree_change: list[Change]
+    # The whole program's time per run (seconds) when both sides ran the same command, judged
+    # against WHOLE_FLOOR; None otherwise.
+    whole: Change | None = None
+    by_run: bool = False  # compared per run because `whole` changed beyond noise
+    culprits: list[Culprit] = field(default_factory=list)  # `func`, `into`: ranked indexes
+    culprit_nodes: list[list[int]] = field(default_factory=list)  # each's nodes of `tree_*`
+    # The smallest change of a function's own cost beyond noise, as a fraction of its BASE
+    # cost (the median over the functions above DETECT_SHARE of the total), and over how many.
+    detectable: tuple[float, int] | None = None
+
+    @property
+    def from_runs(self) -> bool:
+        """Whether noise was measured from the spread of each side's runs."""
+        return min(self.base.n_runs, self.new.n_runs) >= MIN_RUNS
 
     @property
     def grew(self) -> list[FunctionDiff]:
@@ -680,7 +806,8 @@ def _scales(base: Side, new: Side, s: Settings) -> tuple[float, float, str]:
             empty = base if bt <= 0 else new
             raise LeadlineError(f"{empty.path}: no samples or calls to compare")
         return 1.0 / bt, 1.0 / nt, "share"
-    n_base, n_new = s.per
+    # A side of several runs: cost per unit of work of one run (every run did `per` units).
+    n_base, n_new = s.per[0] * base.n_runs, s.per[1] * new.n_runs
     if base.seconds is not None and new.seconds is not None:
         return base.seconds / n_base, new.seconds / n_new, "s"
     if base.unit == new.unit == "samples":
@@ -734,19 +861,29 @@ class _Judge:
     normalised, against the noise the two sides' kinds and hosts allow it."""
 
     def __init__(
-        self, base: Side, new: Side, scales: tuple[float, float], s: Settings, total: float
+        self,
+        base: Side,
+        new: Side,
+        scales: tuple[float, float],
+        s: Settings,
+        total: float,
+        counting: bool = False,
     ) -> None:
-        """`scales` normalise BASE's and NEW's weights; `total` is BASE's, normalised."""
+        """`scales` normalise BASE's and NEW's weights; `total` is BASE's, normalised.
+        `counting`: judge by counting noise (a trace's per-call spread) alone, without the
+        run-to-run floor and the raced-reads allowance."""
         k_base, k_new = scales
         self.s = s
         self.shares = s.per is None
-        self.floor = s.floor or 0.0
+        self.floor = 0.0 if counting else s.floor or 0.0
         # Never beyond noise: less than min_delta of the total; for a function called once or
         # twice on a traced side, less than one disturbance of either trace's host (a
         # preempted call).
         self.min_abs = s.min_delta * total
         self.few_abs = max(base.jump * k_base, new.jump * k_new)
-        self.raced = (_raced_allowance(base.racy), _raced_allowance(new.racy))
+        self.raced = (0.0, 0.0)
+        if not counting:
+            self.raced = (_raced_allowance(base.racy), _raced_allowance(new.racy))
         self.traced = (base.kind == "trace", new.kind == "trace")
         self.quanta = (base.quantum * k_base, new.quantum * k_new)
         self.squares = (base.squares, new.squares)
@@ -802,39 +939,280 @@ class _Judge:
         return _verdict(b, n, math.sqrt(noise2), s.sigma, least)
 
 
+def same_command(base: Side, new: Side) -> bool:
+    """Whether both sides recorded one command (the same argv), so their times per run are
+    comparable."""
+    a, b = base.meta.get("argv"), new.meta.get("argv")
+    return bool(a) and a == b
+
+
+def whole_program(base: Side, new: Side) -> Change | None:
+    """The whole program's time per run on each side (seconds; the mean run of a side of
+    several), judged: a change beyond WHOLE_SIGMA standard deviations of WHOLE_FLOOR of each
+    side's time (less by the square root of its runs) and its counting noise is beyond noise;
+    from MIN_RUNS runs a side, or of the runs' own spread when that is larger (_RunJudge).
+    None unless both sides are whole runs of the same command whose time is known."""
+    if not (same_command(base, new) and base.complete and new.complete):
+        return None
+    if base.seconds is None or new.seconds is None or base.kind != new.kind:
+        return None
+    means = []
+    counting = 0.0
+    for side in (base, new):
+        seconds, n = side.seconds or 0.0, side.n_runs
+        means.append(side.total * seconds / n)
+        counting += side.total * side.quantum * seconds**2 / (n * n)
+    if min(means) <= 0:
+        return None
+    var = counting + sum(
+        (WHOLE_FLOOR * m) ** 2 / side.n_runs for m, side in zip(means, (base, new), strict=True)
+    )
+    if min(base.n_runs, new.n_runs) >= MIN_RUNS:
+        # The floor is the noise the runs are judged against unless they spread more (as a
+        # function's pooled noise is, _RunJudge).
+        per_run = [[r.total * (r.seconds or 0.0) for r, _ in side.runs] for side in (base, new)]
+        judge = _RunJudge(WHOLE_SIGMA, 0.0, phi=1.0)
+        return judge(means[0], means[1], per_run[0], per_run[1], var)
+    return _verdict(means[0], means[1], math.sqrt(var), WHOLE_SIGMA, 0.0)
+
+
+class _RunJudge:
+    """Judges a change from the spread of each side's runs (MIN_RUNS or more each).
+
+    Every change is compared by Yuen's test of the runs' 20%-trimmed means (stats.compare_runs),
+    which one run a busy host disturbed does not move.  Its noise is one of two:
+
+    - **pooled** (most functions): the counting noise of the change times a factor `phi` that
+      the runs measure for the whole profile, the median over its functions of their measured
+      spread over their counting noise, or the change's own measured spread if that is larger.
+      Fifty functions' spreads tell how much the host adds to counting far better than one
+      function's ten runs do, so this noise is judged as a known one, at `sigma` (a function
+      whose own runs happen to spread more is not judged on less than they show: over 300
+      random splits of 20 identical runs into two sides, no function was flagged either way,
+      and the smallest detectable change was 12.9% with the pooled noise alone, 13.2% so);
+    - **its own**: when a change's measured spread is larger than the pooled noise beyond what
+      chance gives its runs (the 99th percentile of a chi-square of its degrees of freedom; a
+      function the host disturbs more than others, such as one whose time moves with the
+      host's phases), that spread, judged at the t quantile as rare at its degrees of freedom
+      as `sigma` of a normal (4 sigma is 6.2 at ten runs a side).
+
+    The values shown stay each side's mean run (they add up along a call path).  The noise it
+    gives is scaled so that `sigma` of it is the threshold used, so everything after reads it
+    as any other noise."""
+
+    def __init__(self, sigma: float, least: float, phi: float | None = None) -> None:
+        self.sigma = sigma
+        self.least = least
+        self.phi = phi  # None: every change is judged by its own spread
+        self._thresholds: dict[float, float] = {}
+
+    def _threshold(self, dof: float) -> float:
+        key = round(dof, 1) if math.isfinite(dof) else math.inf
+        t = self._thresholds.get(key)
+        if t is None:
+            t = self._thresholds[key] = t_threshold(self.sigma, key)
+        return t
+
+    def __call__(
+        self, b: float, n: float, runs_b: Sequence[float], runs_n: Sequence[float], counting: float
+    ) -> Change:
+        """`b`, `n`: each side's mean run; `counting`: the variance of the change from counting
+        alone."""
+        c = compare_runs(runs_b, runs_n)
+        d = c.diff
+        pooled = self.phi * counting if self.phi is not None and counting > 0 else None
+        if pooled is not None and not c.se**2 > pooled * chi2_ratio(c.dof, 0.99):
+            noise = math.sqrt(max(pooled, c.se**2))
+        elif c.se > 0:
+            noise = c.se * self._threshold(c.dof) / self.sigma
+        else:  # every run of both sides gave one value: a spread that says nothing
+            noise, d = math.sqrt(max(counting, 0.0)), n - b
+        sig = 0
+        if abs(d) > self.sigma * noise and abs(d) > self.least:
+            sig = 1 if d > 0 else -1
+        return Change(b, n, noise, sig)
+
+
+def _self_spreads(
+    cb: Costs, cn: Costs, runs: _Runs, counting: _Judge
+) -> Iterator[tuple[float, float, float]]:
+    """For each function found on both sides with at least DETECT_SHARE of BASE's total: the
+    measured variance of its self cost's change across the runs (Yuen), its counting
+    variance, and the degrees of freedom of the former."""
+    for f, b in cb.self_.items():
+        n = cn.self_.get(f)
+        if n is None or b < DETECT_SHARE * cb.total:
+            continue
+        c = compare_runs(
+            [r.self_.get(f, 0.0) for r in runs.base], [r.self_.get(f, 0.0) for r in runs.new]
+        )
+        var = (cb.self_var.get(f, 0.0), cn.self_var.get(f, 0.0))
+        calls = (cb.calls.get(f, 0), cn.calls.get(f, 0))
+        yield c.se**2, counting(b, n, var, calls).noise ** 2, c.dof
+
+
+def _pooled_factor(spreads: Iterable[tuple[float, float, float]]) -> float | None:
+    """How much the runs' spread exceeds counting noise, for the whole profile: the median over
+    the given changes (each its measured variance, its counting variance and its degrees of
+    freedom) of their ratio, over the median of a chi-square's ratio at those degrees of
+    freedom (so the factor is a variance, not a median's).  None with fewer than 5."""
+    spreads = list(spreads)
+    ratios = sorted(v / c for v, c, _ in spreads if c > 0)
+    dofs = sorted(d for v, c, d in spreads if c > 0 and math.isfinite(d))
+    if len(ratios) < 5:
+        return None
+    mid = len(ratios) // 2
+    median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+    dof = dofs[len(dofs) // 2] if dofs else math.inf
+    return median / chi2_ratio(dof, 0.5)
+
+
 def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResult:
     s = settings or Settings()
     check_comparable(base, new)
     if s.per is not None and min(s.per) <= 0:
         raise LeadlineError("--per: units of work must be positive")
+    whole = whole_program(base, new)
+    by_run = s.per is None and s.by_run and whole is not None and whole.sig != 0
+    if by_run:
+        s = dataclasses.replace(s, per=(1.0, 1.0))
     if s.floor is None:
         s = dataclasses.replace(s, floor=DEFAULT_FLOOR if s.per is None else DEFAULT_PER_FLOOR)
     funcs, bmap, nmap = match_functions(base, new)
     k_base, k_new, unit = _scales(base, new, s)
-    cb = _costs(base, bmap, k_base)
-    cn = _costs(new, nmap, k_new)
+    runs = None
+    if min(base.n_runs, new.n_runs) >= MIN_RUNS:
+        # Each side is its mean run, and noise is the spread of the runs.
+        run_costs = (_run_costs(base, bmap, s, 0, unit), _run_costs(new, nmap, s, 1, unit))
+        cb, cn = _mean_costs(run_costs[0]), _mean_costs(run_costs[1])
+        runs = _Runs(*run_costs, _RunJudge(s.sigma, s.min_delta * cb.total))
+    else:
+        cb, cn = _costs(base, bmap, k_base), _costs(new, nmap, k_new)
     judge = _Judge(base, new, (k_base, k_new), s, cb.total)
-    diffs = [_function_diff(i, f, cb, cn, judge) for i, f in enumerate(funcs)]
+    counting = _Judge(base, new, (k_base, k_new), s, cb.total, counting=True)
+    if runs is not None:
+        runs.judge.phi = _pooled_factor(_self_spreads(cb, cn, runs, counting))
+    diffs = [_function_diff(i, f, cb, cn, (judge, counting), runs) for i, f in enumerate(funcs)]
     order = sorted(range(len(diffs)), key=lambda i: (_rank_key(diffs[i]), diffs[i].func.name))
     position = {old: new_i for new_i, old in enumerate(order)}
     ranked = [diffs[i] for i in order]
     for r, fd in enumerate(ranked, 1):
         fd.rank = r
     callers = _top_callers(diffs, order, position, (cb, cn), judge)
-    tree = _tree(position, (cb, cn), judge, s.tree)
-    return DiffResult(base, new, s, unit, ranked, callers, *tree)
+    changed = _changed_owners(base, new, (bmap, nmap))
+    owners = [owner_of(fd.func.file) for fd in ranked]
+    tree, culprits, culprit_nodes = _tree(
+        position, (cb, cn), (judge, counting), runs, owners, changed, s.tree, root_real=by_run
+    )
+    return DiffResult(
+        base,
+        new,
+        s,
+        unit,
+        ranked,
+        callers,
+        *tree,
+        whole=whole,
+        by_run=by_run,
+        culprits=culprits,
+        culprit_nodes=culprit_nodes,
+        detectable=_detectable(ranked, cb.total, s.sigma),
+    )
 
 
-def _function_diff(i: int, f: Func, cb: Costs, cn: Costs, judge: _Judge) -> FunctionDiff:
-    """Function `i` of the diff's list: where it is found, and its self and total changes."""
+@dataclass
+class _Runs:
+    """Each run's costs on each side, and the judge of their spread."""
+
+    base: list[Costs]
+    new: list[Costs]
+    judge: _RunJudge
+
+
+def _run_costs(side: Side, mapping: list[int], s: Settings, k: int, unit: str) -> list[Costs]:
+    """Each run of a side's costs, normalised as the comparison is (`unit`): shares of its own
+    total, or cost per unit of work of that run (`s.per[k]` units each)."""
+    out = []
+    for run, fmap in side.runs:
+        if unit == "share":
+            if run.total <= 0:
+                raise LeadlineError(f"{run.path}: no samples or calls to compare")
+            scale = 1.0 / run.total
+        else:
+            assert s.per is not None
+            scale = (run.seconds if unit == "s" and run.seconds else 1.0) / s.per[k]
+        out.append(_costs(run, [mapping[m] for m in fmap], scale))
+    return out
+
+
+def _detectable(ranked: list[FunctionDiff], total: float, sigma: float) -> tuple[float, int] | None:
+    """The smallest change of a function's own cost that would have been beyond noise, as a
+    fraction of its BASE cost: the median over the functions found on both sides with at least
+    DETECT_SHARE of BASE's total, and how many those are."""
+    values = sorted(
+        sigma * fd.self_.noise / fd.self_.base
+        for fd in ranked
+        if fd.status == "both" and fd.self_.base >= DETECT_SHARE * total and fd.self_.base > 0
+    )
+    if not values:
+        return None
+    mid = len(values) // 2
+    median = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+    return median, len(values)
+
+
+def _changed_owners(base: Side, new: Side, maps: tuple[list[int], list[int]]) -> set[str]:
+    """The owners (culprits.owner_of) whose code differs between the sides, as far as the
+    profiles show: a function found on both whose first line moved; the standard library when
+    the Python versions differ.  (A function found on one side only says nothing: code that
+    did not change may call it now.)"""
+    changed: set[str] = set()
+    lines: dict[int, int] = {}
+    for side, mapping in zip((base, new), maps, strict=True):
+        for i, f in enumerate(side.funcs):
+            j = mapping[i]
+            if lines.setdefault(j, f.line) != f.line:
+                changed.add(owner_of(f.file))
+    versions = (base.meta.get("python_version"), new.meta.get("python_version"))
+    if all(versions) and versions[0] != versions[1]:
+        changed.add(STDLIB)
+    return changed
+
+
+def _self_costs(c: Costs) -> dict[int, float]:
+    return c.self_
+
+
+def _incl_costs(c: Costs) -> dict[int, float]:
+    return c.incl
+
+
+def _function_diff(
+    i: int, f: Func, cb: Costs, cn: Costs, judges: tuple[_Judge, _Judge], runs: _Runs | None
+) -> FunctionDiff:
+    """Function `i` of the diff's list: where it is found, and its self and total changes,
+    judged by the noise model (`judges`: the full one and counting alone), or from the spread
+    of the runs when each side has enough of them."""
+    judge, counting = judges
     in_b, in_n = i in cb.incl, i in cn.incl
     status = "both" if in_b and in_n else "new" if in_n else "gone"
     calls = (cb.calls.get(i, 0), cn.calls.get(i, 0))
-    b, n = cb.self_.get(i, 0.0), cn.self_.get(i, 0.0)
-    self_ch = judge(b, n, (cb.self_var.get(i, 0.0), cn.self_var.get(i, 0.0)), calls)
-    b, n = cb.incl.get(i, 0.0), cn.incl.get(i, 0.0)
-    total_ch = judge(b, n, (cb.incl_var.get(i, 0.0), cn.incl_var.get(i, 0.0)), calls)
-    return FunctionDiff(f, status, self_ch, total_ch)
+    changes = []
+    per_run: Callable[[Costs], dict[int, float]]
+    for values, spreads, per_run in (
+        ((cb.self_, cn.self_), (cb.self_var, cn.self_var), _self_costs),
+        ((cb.incl, cn.incl), (cb.incl_var, cn.incl_var), _incl_costs),
+    ):
+        b, n = values[0].get(i, 0.0), values[1].get(i, 0.0)
+        var = (spreads[0].get(i, 0.0), spreads[1].get(i, 0.0))
+        if runs is None:
+            changes.append(judge(b, n, var, calls))
+            continue
+        runs_b = [per_run(c).get(i, 0.0) for c in runs.base]
+        runs_n = [per_run(c).get(i, 0.0) for c in runs.new]
+        counted = counting(b, n, var, calls).noise ** 2
+        changes.append(runs.judge(b, n, runs_b, runs_n, counted))
+    return FunctionDiff(f, status, changes[0], changes[1])
 
 
 def _top_callers(
@@ -866,32 +1244,113 @@ def _top_callers(
 
 
 def _tree(
-    position: dict[int, int], costs: tuple[Costs, Costs], judge: _Judge, wanted: bool
-) -> tuple[list[int], list[int], list[Change]]:
-    """The merged call-path tree (parents, ranked function indexes, changes), its root alone
-    unless `wanted`."""
+    position: dict[int, int],
+    costs: tuple[Costs, Costs],
+    judges: tuple[_Judge, _Judge],
+    runs: _Runs | None,
+    owners: list[str],
+    changed: set[str],
+    wanted: bool,
+    root_real: bool,
+) -> tuple[tuple[list[int], list[int], list[Change]], list[Culprit], list[list[int]]]:
+    """The merged call-path tree (parents, ranked function indexes, changes; its root alone
+    unless `wanted`), the culprits found in it (culprits.py; `owners`: each ranked function's,
+    `changed`: the owners whose code differs, `root_real`: the whole program's growth is beyond
+    noise) with ranked function indexes, and each culprit's nodes in the tree sent."""
     cb, cn = costs
+    judge, counting = judges
+    # Each side's call paths, or each run's (then a side's value is its mean run's).
+    merged, values = _merged_tree([cb, cn] if runs is None else [*runs.base, *runs.new])
+    n_base = 1 if runs is None else len(runs.base)
+    size = len(merged)
+    # Per node: the change's sides and its verdicts (full noise model, counting alone), in
+    # arrays: a 50,000-deep tree costs tens of bytes a node here, not objects.
+    base_at = array("d", [cb.total]) * size
+    new_at = array("d", [cn.total]) * size
+    full_sig = array("b", [0]) * size
+    alone_sig = array("b", [0]) * size
+    noise_at = array("d", [0.0]) * size
+    for m in range(1, size):
+        if runs is None:
+            (b, vb, kb), (nw, vn, kn) = values[0][m], values[1][m]
+        else:
+            (b, vb, kb), (nw, vn, kn) = (
+                _mean_node([v[m] for v in values[:n_base]]),
+                _mean_node([v[m] for v in values[n_base:]]),
+            )
+        base_at[m], new_at[m] = b, nw
+        alone = counting(b, nw, (vb, vn), (kb, kn))
+        alone_sig[m] = alone.sig
+        if runs is None:
+            ch = judge(b, nw, (vb, vn), (kb, kn))
+        else:
+            per_run = [v[m][0] for v in values]
+            ch = runs.judge(b, nw, per_run[:n_base], per_run[n_base:], alone.noise**2)
+        full_sig[m], noise_at[m] = ch.sig, ch.noise
+    del values
+    funcs = [position[k] if k >= 0 else -1 for k in merged.key]
+    culprits = find_culprits(
+        merged.parent,
+        funcs,
+        (base_at, new_at),
+        (full_sig, alone_sig),
+        owners,
+        changed,
+        root_real,
+    )
     parent: list[int] = [-1]
     tfunc: list[int] = [-1]
     tchange: list[Change] = [Change(cb.total, cn.total, 0.0, 0)]
-    if not wanted:
-        return parent, tfunc, tchange
-    merged, values = _merged_tree([cb, cn])
-    # Shallower nodes first (each level in the order its nodes were met), so that every node's
-    # parent comes before it and a tree too large to send loses its deepest levels.
-    order = sorted(range(1, len(merged)), key=lambda m: merged.depth[m])
-    kept = order[: MAX_TREE_NODES - 1]
     index = {0: 0}
-    for m in kept:
-        index[m] = len(parent)
-        parent.append(index[merged.parent[m]])
-        tfunc.append(position[merged.key[m]])
-        (b, vb, kb), (nw, vn, kn) = values[0][m], values[1][m]
-        tchange.append(judge(b, nw, (vb, vn), (kb, kn)))
-    return parent, tfunc, tchange
+    if wanted:
+        # Shallower nodes first (each level in the order its nodes were met), so that every
+        # node's parent comes before it and a tree too large to send loses its deepest levels.
+        order = sorted(range(1, size), key=lambda m: merged.depth[m])
+        for m in order[: MAX_TREE_NODES - 1]:
+            index[m] = len(parent)
+            parent.append(index[merged.parent[m]])
+            tfunc.append(funcs[m])
+            tchange.append(Change(base_at[m], new_at[m], noise_at[m], full_sig[m]))
+    nodes = [[index[m] for m in c.nodes if m in index and m > 0] for c in culprits]
+    return (parent, tfunc, tchange), culprits, nodes
 
 
 Merged = tuple[float, float, int]  # a merged node's inclusive cost, its variance, its calls
+
+
+def _mean_node(runs: list[Merged]) -> Merged:
+    """A merged node's values in the mean run: its cost averaged, its variance a mean's."""
+    k = len(runs)
+    return (
+        math.fsum(v for v, _, _ in runs) / k,
+        math.fsum(var for _, var, _ in runs) / (k * k),
+        sum(c for _, _, c in runs),
+    )
+
+
+def _mean_costs(runs: list[Costs]) -> Costs:
+    """The mean run of a side's runs, function by function: costs averaged over the runs (each
+    run counts alike, as in their spread: a run that a busy host made four times longer does not
+    outweigh the others), variances a mean's (their sum over the runs' number squared)."""
+    c = Costs()
+    k = len(runs)
+    for r in runs:
+        for src, dst, div in (
+            (r.self_, c.self_, k),
+            (r.incl, c.incl, k),
+            (r.self_var, c.self_var, k * k),
+            (r.incl_var, c.incl_var, k * k),
+        ):
+            for f, v in src.items():
+                dst[f] = dst.get(f, 0.0) + v / div
+        for f, by in r.callers.items():
+            into = c.callers.setdefault(f, {})
+            for caller, v in by.items():
+                into[caller] = into.get(caller, 0.0) + v / k
+        for f, n in r.calls.items():
+            c.calls[f] = c.calls.get(f, 0) + n
+        c.total += r.total / k
+    return c
 
 
 def _merged_tree(sides: list[Costs]) -> tuple[StackTree, list[list[Merged]]]:
@@ -921,8 +1380,9 @@ def _merged_tree(sides: list[Costs]) -> tuple[StackTree, list[list[Merged]]]:
 def fail_reasons(result: DiffResult, pct: float) -> list[str]:
     """Functions present on both sides whose exclusive or inclusive cost grew by more than
     `pct` percent of its BASE value even after the noise is taken off (the change less
-    sigma standard deviations); one line each, worst first."""
-    out: list[tuple[float, str]] = []
+    sigma standard deviations), and the whole program's time per run likewise; one line each,
+    worst first, the first naming the most likely cause (the first culprit)."""
+    out: list[tuple[float, str, int]] = []  # -growth, the line, the function's rank (0: none)
     s = result.settings
     for fd in result.functions:
         if fd.status != "both":
@@ -937,11 +1397,30 @@ def fail_reasons(result: DiffResult, pct: float) -> list[str]:
                         -growth,
                         f"{fd.func.name} ({fd.func.module_path}) {what} cost grew "
                         f"{(ch.delta / ch.base) * 100:.0f}% (at least {growth:.0f}% beyond noise)",
+                        fd.rank,
                     )
                 )
                 break
+    whole = result.whole
+    if whole is not None and whole.sig > 0:
+        growth = (whole.delta - WHOLE_SIGMA * whole.noise) / whole.base * 100
+        if growth > pct:
+            out.append(
+                (
+                    -growth,
+                    f"the whole program's time per run grew {whole.delta / whole.base * 100:.0f}% "
+                    f"(at least {growth:.0f}% beyond noise)",
+                    0,
+                )
+            )
     out.sort()
-    return [line for _, line in out]
+    lines = [line for _, line, _ in out]
+    if lines and result.culprits:
+        top = result.culprits[0]
+        # Said unless the first line names the culprit already (its own code grew).
+        if top.into is not None or result.functions[top.func].rank != out[0][2]:
+            lines[0] += f"; most likely cause: {culprit_text(result, top)}"
+    return lines
 
 
 def parse_per(text: str) -> tuple[float, float]:
@@ -974,7 +1453,25 @@ def _side_json(side: Side, units: float | None) -> dict[str, Any]:
         "quantum": side.quantum,
         "disturbance_ns": side.jump if side.kind == "trace" else None,
         "raced": side.racy if side.kind == "sample" else None,
+        "runs": side.n_runs,
     }
+
+
+def _func_json(r: DiffResult, index: int) -> dict[str, Any]:
+    """A ranked function by its index and where it is."""
+    f = r.functions[index].func
+    return {"function": index, "name": f.name, "module_path": f.module_path, "line": f.line}
+
+
+def culprit_text(r: DiffResult, c: Culprit) -> str:
+    """One culprit in a line: ``find_plugins (mylib/plugins.py:47), now calls entry_points
+    (importlib/metadata/__init__.py:1020)``."""
+
+    def where(index: int) -> str:
+        f = r.functions[index].func
+        return f"{f.name} ({f.module_path}:{f.line})"
+
+    return where(c.func) + (f", now calls {where(c.into)}" if c.into is not None else "")
 
 
 def to_json(r: DiffResult, limit: int | None = None) -> dict[str, Any]:
@@ -986,8 +1483,40 @@ def to_json(r: DiffResult, limit: int | None = None) -> dict[str, Any]:
         "kind": "diff",
         "base": _side_json(r.base, per[0] if per else None),
         "new": _side_json(r.new, per[1] if per else None),
-        "normalization": {"by": "per" if per else "total", "unit": r.unit},
+        "normalization": {
+            "by": "run" if r.by_run else "per" if per else "total",
+            "unit": r.unit,
+        },
+        "whole": None
+        if r.whole is None
+        else {
+            "unit": "s",
+            "base": r.whole.base,
+            "new": r.whole.new,
+            "ratio": _num(r.whole.ratio),
+            "noise": r.whole.noise,
+            "sig": r.whole.sig,
+            "floor": WHOLE_FLOOR,
+            "sigma": WHOLE_SIGMA,
+        },
+        "culprits": [
+            {
+                "rank": i,
+                **_func_json(r, c.func),
+                "into": None if c.into is None else _func_json(r, c.into),
+                "owner": c.owner,
+                "base": c.base,
+                "new": c.new,
+                "delta": c.delta,
+                "nodes": nodes,
+            }
+            for i, (c, nodes) in enumerate(zip(r.culprits, r.culprit_nodes, strict=True), 1)
+        ],
         "sigma": r.settings.sigma,
+        "noise_from_runs": r.from_runs,
+        "detectable": None
+        if r.detectable is None
+        else {"self": r.detectable[0], "functions": r.detectable[1]},
         "noise_floor": r.settings.floor,
         "min_delta": r.settings.min_delta,
         "summary": {
@@ -1045,13 +1574,17 @@ def to_json(r: DiffResult, limit: int | None = None) -> dict[str, Any]:
 
 
 def diff_paths(
-    base: str,
-    new: str,
+    base: str | Sequence[str],
+    new: str | Sequence[str],
     settings: Settings | None = None,
     *,
     idle: bool = False,
     sample_type: str | None = None,
 ) -> DiffResult:
-    """The Python API of ``leadline diff``: read both inputs and compare them."""
-    sides: Sequence[Side] = [load_side(p, idle=idle, sample_type=sample_type) for p in (base, new)]
+    """The Python API of ``leadline diff``: read both inputs (each a profile, or several runs:
+    a list of them, or a directory of captures) and compare them."""
+    sides = [
+        load_runs([p] if isinstance(p, str) else p, idle=idle, sample_type=sample_type)
+        for p in (base, new)
+    ]
     return compare(sides[0], sides[1], settings)

@@ -7,7 +7,19 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-NAMES = ("trace", "run", "attach", "probe", "sweep", "overhead", "report", "diff", "log", "export")
+NAMES = (
+    "trace",
+    "run",
+    "attach",
+    "probe",
+    "sweep",
+    "overhead",
+    "report",
+    "diff",
+    "compare",
+    "log",
+    "export",
+)
 
 
 def load(names: tuple[str, ...] = NAMES) -> list[ModuleType]:

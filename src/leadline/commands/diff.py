@@ -11,9 +11,12 @@ from ..analyse.diff import (
     DEFAULT_MIN_DELTA,
     DEFAULT_PER_FLOOR,
     DEFAULT_SIGMA,
+    MIN_RUNS,
+    DiffResult,
     Settings,
-    diff_paths,
+    compare,
     fail_reasons,
+    load_runs,
     parse_per,
 )
 from ..errors import LeadlineError
@@ -41,6 +44,36 @@ def _positive(text: str) -> float:
     return v
 
 
+# Where the BASE runs end and the NEW runs begin: what `--` on the command line becomes before
+# argparse (which drops a `--` among positionals) sees it.  No argument from the system can
+# hold a NUL, so no path is mistaken for it.
+SIDES = "\0"
+
+
+def mark_sides(argv: list[str]) -> list[str]:
+    """`argv` (starting with ``diff``) with its first ``--`` marked as the sides' separator."""
+    if "--" not in argv:
+        return argv
+    i = argv.index("--")
+    return [*argv[:i], SIDES, *argv[i + 1 :]]
+
+
+def split_sides(inputs: list[str]) -> tuple[list[str], list[str]]:
+    """BASE's inputs and NEW's: either side of the separator, or the two inputs given."""
+    if SIDES in inputs:
+        i = inputs.index(SIDES)
+        base, new = inputs[:i], [x for x in inputs[i + 1 :] if x != SIDES]
+        if not base or not new:
+            raise LeadlineError("give the BASE runs before -- and the NEW runs after it")
+        return base, new
+    if len(inputs) != 2:
+        raise LeadlineError(
+            f"give two profiles (BASE NEW), or several runs a side as BASE... -- NEW... "
+            f"({len(inputs)} inputs given)"
+        )
+    return inputs[:1], inputs[1:]
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "diff",
@@ -49,8 +82,32 @@ def register(sub: Any) -> None:
         "attach or trace; pprof files; collapsed stacks) and ranks the functions whose cost "
         "changed, saying which changes are beyond noise.",
     )
-    p.add_argument("base", metavar="BASE", help="the profile to compare against")
-    p.add_argument("new", metavar="NEW", help="the profile to judge")
+    p.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="BASE... [--] NEW...",
+        help="the profile to compare against, then the profile to judge; each side may be "
+        "several runs, given as a directory of captures or as files with -- between the "
+        f"sides (from {MIN_RUNS} runs a side, noise is measured from their spread)",
+    )
+    p.add_argument(
+        "--per",
+        metavar="N[,M]",
+        help="compare cost per unit of work: BASE did N units (iterations, requests...), "
+        "NEW did M (default N); without it, shares of each side's total are compared",
+    )
+    add_judging_options(p)
+    p.add_argument(
+        "--idle", action="store_true", help="count samples of idle threads too (wall mode)"
+    )
+    p.add_argument(
+        "--sample-type", help="the sample type of pprof inputs (default: samples, else default)"
+    )
+    p.set_defaults(func=run, format="text")
+
+
+def add_judging_options(p: argparse.ArgumentParser) -> None:
+    """The options of how a diff is judged and shown (`diff`, `compare`)."""
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument(
         "--json",
@@ -67,10 +124,10 @@ def register(sub: Any) -> None:
         help="a self-contained differential flame graph (red grew, blue shrank)",
     )
     p.add_argument(
-        "--per",
-        metavar="N[,M]",
-        help="compare cost per unit of work: BASE did N units (iterations, requests...), "
-        "NEW did M (default N); without it, shares of each side's total are compared",
+        "--shares",
+        action="store_true",
+        help="compare shares even when both sides ran the same command and the whole "
+        "program's time per run changed beyond noise (which compares time per run)",
     )
     p.add_argument(
         "--fail-above",
@@ -101,31 +158,39 @@ def register(sub: Any) -> None:
         help="changes smaller than this %% of the total are never flagged "
         f"(default {100 * DEFAULT_MIN_DELTA:g})",
     )
-    p.add_argument(
-        "--idle", action="store_true", help="count samples of idle threads too (wall mode)"
-    )
-    p.add_argument(
-        "--sample-type", help="the sample type of pprof inputs (default: samples, else default)"
-    )
     p.add_argument("--limit", type=int, default=None, help="rows to show (text: 25)")
     p.add_argument("-o", "--output", help="write here instead of standard output")
-    p.set_defaults(func=run, format="text")
 
 
-def run(args: argparse.Namespace) -> int:
-    settings = Settings(
-        per=parse_per(args.per) if args.per else None,
+def settings_of(args: argparse.Namespace, per: str | None = None) -> Settings:
+    """The diff's settings from the judging options."""
+    if args.limit is not None and args.limit < 1:
+        raise LeadlineError("--limit must be at least 1")
+    return Settings(
+        per=parse_per(per) if per else None,
         sigma=args.sigma,
         floor=None if args.noise_floor is None else args.noise_floor / 100,
         min_delta=args.min_delta / 100,
         tree=args.format == "html",
+        by_run=not args.shares,
     )
-    if args.limit is not None and args.limit < 1:
-        raise LeadlineError("--limit must be at least 1")
-    result = diff_paths(args.base, args.new, settings, idle=args.idle, sample_type=args.sample_type)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_of(args, args.per)
+    base_in, new_in = split_sides(args.inputs)
+    sides = [load_runs(x, idle=args.idle, sample_type=args.sample_type) for x in (base_in, new_in)]
+    result = compare(sides[0], sides[1], settings)
+    html_beside = str(new_in[0]).rstrip("/").rsplit(".", 1)[0] + ".diff.html"
+    return show(result, args, html_beside)
+
+
+def show(result: DiffResult, args: argparse.Namespace, html_beside: str) -> int:
+    """Writes the diff as the judging options ask (an HTML page to `html_beside` unless -o
+    says where), its warnings, and with --fail-above, judges it: the exit status."""
     output = args.output
     if args.format == "html" and not output:
-        output = str(args.new).rsplit(".", 1)[0] + ".diff.html"
+        output = html_beside
     write_rendered(
         get_renderer(args.format, "diff"), result, output, RenderOptions(limit=args.limit)
     )

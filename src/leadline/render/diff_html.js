@@ -125,14 +125,58 @@
 
   function describe(n) {
     if (n === 0) return { sub: ['the whole program'], extra: ['base ' + fmtValue(tree.wBase[0]) + ', new ' + fmtValue(tree.wNew[0])] };
-    return {
-      sub: [where(tree.funcOf[n])],
-      extra: [
-        'base ' + fmtValue(tree.wBase[n]) + ' → new ' + fmtValue(tree.wNew[n]),
-        'change ' + fmtDelta(tree.wNew[n] - tree.wBase[n]) + ' ' + fmtRatio(tree.wBase[n], tree.wNew[n]),
-        verdict(tree.sig[n])
-      ]
-    };
+    var extra = [
+      'base ' + fmtValue(tree.wBase[n]) + ' → new ' + fmtValue(tree.wNew[n]),
+      'change ' + fmtDelta(tree.wNew[n] - tree.wBase[n]) + ' ' + fmtRatio(tree.wBase[n], tree.wNew[n]),
+      verdict(tree.sig[n])
+    ];
+    if (culpritRank[n]) extra.push('new cost enters here: culprit #' + culpritRank[n]);
+    return { sub: [where(tree.funcOf[n])], extra: extra };
+  }
+
+  /* ---------- culprits: where the new cost enters ---------- */
+
+  var culprits = arr(data.culprits).map(obj);
+  var culpritRank = new Int32Array(tree.count); /* 1-based rank of the culprit a node is an entry of */
+  culprits.forEach(function (c, i) {
+    arr(c.nodes).forEach(function (n) {
+      n = num(n);
+      if (n > 0 && n < tree.count && n === Math.floor(n) && !culpritRank[n]) culpritRank[n] = i + 1;
+    });
+  });
+
+  function funcText(f) {
+    f = num(f);
+    return f >= 0 && f < funcs.length ? str(funcs[f].name) + ' (' + where(f) + ')' : '<unknown>';
+  }
+
+  function culpritText(c) {
+    var t = funcText(c.function);
+    if (c.into !== null && c.into !== undefined) t += ', now calls ' + funcText(c.into);
+    return t + ': ' + fmtValue(c.base) + ' → ' + fmtValue(c.new) + ' (' + fmtDelta(num(c.new) - num(c.base)) + ')';
+  }
+
+  function renderCulprits() {
+    var host = byId('ll-culprits');
+    LL.clear(host);
+    var whole = data.whole === null || data.whole === undefined ? null : obj(data.whole);
+    if (whole) {
+      var ratio = num(whole.base) > 0 ? num(whole.new) / num(whole.base) : 0;
+      host.appendChild(el('p', 'll-whole', 'Whole program: ' + fmtNs(num(whole.base) * 1e9) + ' → ' +
+        fmtNs(num(whole.new) * 1e9) + ' per run (×' + ratio.toFixed(2) + '), ' + verdict(num(whole.sig)) +
+        (data.normalization && obj(data.normalization).by === 'run' ? '; compared per run' : '')));
+    }
+    if (!culprits.length) {
+      host.appendChild(el('p', 'll-note', 'No call path grew beyond noise.'));
+      return;
+    }
+    var list = el('ol', 'll-culprit-list');
+    culprits.forEach(function (c, i) {
+      var li = el('li', 'll-culprit', (i === 0 ? 'Most likely cause: ' : '') + culpritText(c));
+      li.setAttribute('data-rank', String(i + 1));
+      list.appendChild(li);
+    });
+    host.appendChild(list);
   }
 
   var nodes = LL.numberedNodes(tree);
@@ -148,6 +192,7 @@
         str(funcs[f].file).toLowerCase().indexOf(q) >= 0);
     },
     color: frameColor,
+    frameClass: function (n) { return culpritRank[n] ? ' ll-culprit-frame' : ''; },
     key: nodes.key,
     find: nodes.find,
     describe: describe,
@@ -175,13 +220,20 @@
     var fact = LL.facts();
     fact('Base', sideText(data.base), arr(obj(data.base).argv).join(' '));
     fact('New', sideText(data.new), arr(obj(data.new).argv).join(' '));
-    fact('Normalised', norm.by === 'per' ? 'per unit of work (' + (unit === 's' ? 'time' : unit) + ')' : 'share of each side\'s total');
+    fact('Normalised', norm.by === 'run' ? 'per run (the whole program\'s time changed beyond noise)' : norm.by === 'per' ? 'per unit of work (' + (unit === 's' ? 'time' : unit) + ')' : 'share of each side\'s total');
     var noise = '> ' + num(data.sigma) + ' σ, floor ' + Math.round(num(data.noise_floor) * 100) + '%';
     var raced = Math.max(num(obj(data.base).raced), num(obj(data.new).raced));
     if (raced >= 0.005) noise += ' + ' + Math.round(raced * 100) + '% of stack reads raced';
     var jump = Math.max(num(obj(data.base).disturbance_ns), num(obj(data.new).disturbance_ns));
     if (jump > 0) noise += '; one disturbance of a traced call: ' + fmtNs(jump);
+    if (data.noise_from_runs) noise = '> ' + num(data.sigma) + ' σ of the spread of the runs (Welch)';
     fact('Beyond noise', noise);
+    fact('Runs', fmtCount(num(obj(data.base).runs) || 1) + ' base, ' + fmtCount(num(obj(data.new).runs) || 1) + ' new');
+    if (data.detectable) {
+      var det = obj(data.detectable);
+      fact('Smallest change beyond noise', Math.round(num(det.self) * 100) + '% of a function\'s own cost (median over ' +
+        fmtCount(num(det.functions)) + ' functions above 1% of the total)');
+    }
     var summary = obj(data.summary);
     fact('Grew', fmtCount(num(summary.grew)) + ' functions');
     fact('Shrank', fmtCount(num(summary.shrank)) + ' functions');
@@ -331,6 +383,7 @@
     s.setAttribute('data-blue', String(c.blue));
     s.setAttribute('data-neutral', String(c.neutral));
     s.setAttribute('data-table-rows', String(tableInfo.rows));
+    s.setAttribute('data-culprit-frames', String(byId('ll-flame').querySelectorAll('.ll-culprit-frame').length));
     s.setAttribute('data-table-sort', (table.key || 'rank') + (table.desc ? '' : '-asc'));
     s.setAttribute('data-ready', '1');
   }
@@ -363,6 +416,7 @@
   }
 
   guard('header', renderHeader);
+  guard('culprits', renderCulprits);
   guard('callers', renderCallers);
   wire();
   applyHash();

@@ -23,7 +23,14 @@ _CONTROLS = """<label class="ll-control">Tree <select id="ll-tree">
 <option value="new">New</option><option value="base">Base</option></select></label>
 <span class="ll-legend" aria-label="Colours"><span class="ll-swatch ll-grew"></span>grew
 <span class="ll-swatch ll-shrank"></span>shrank
-<span class="ll-swatch ll-same"></span>within noise</span>
+<span class="ll-swatch ll-same"></span>within noise
+<span class="ll-swatch ll-culprit-swatch"></span>culprit (new cost enters)</span>
+"""
+
+_CULPRITS = """<section class="ll-panel" id="ll-culprits-panel">
+<div class="ll-panel-head"><h2>Where the new cost enters</h2></div>
+<div class="ll-panel-body" id="ll-culprits"></div>
+</section>
 """
 
 _CALLERS = """<section class="ll-panel" id="ll-callers-panel">
@@ -34,12 +41,14 @@ _CALLERS = """<section class="ll-panel" id="ll-callers-panel">
 
 _BODY = (
     header("leadline diff")
+    + _CULPRITS
     + flame_panel(
         "Differential flame graph",
         _CONTROLS,
         "Callers above callees; width is the cost on the side drawn (NEW unless switched). "
         "Red: the cost of that call path grew beyond noise, blue: it shrank, the deeper the "
-        "larger the ratio; neutral: within noise. Click a frame to zoom in, Escape to zoom out.",
+        "larger the ratio; neutral: within noise; outlined: where a culprit's new cost enters. "
+        "Click a frame to zoom in, Escape to zoom out.",
     )
     + table_panel("Functions, ranked")
     + _CALLERS

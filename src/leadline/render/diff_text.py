@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..analyse.diff import Change, DiffResult, Side
+from ..analyse.diff import DETECT_SHARE, WHOLE_SIGMA, Change, DiffResult, Side, culprit_text
 from .base import Renderer, RenderOptions, register
 from .console import make_console
 from .units import fmt_ns
@@ -45,6 +45,8 @@ def _side_line(label: str, side: Side, units: float | None) -> str:
         parts.append(f"Python {side.meta['python_version']}")
     total = side.total
     parts.append(f"total {fmt_ns(total)}" if side.unit == "ns" else f"{total:,.0f} samples")
+    if side.n_runs > 1:
+        parts[-1] += " in all"
     if units is not None:
         parts.append(f"{units:g} units of work")
     if argv:
@@ -58,21 +60,72 @@ def header_lines(r: DiffResult) -> list[str]:
     how = (
         "share of each side's total"
         if per is None
+        else "time per run (the whole program's changed beyond noise; --shares for shares)"
+        if r.by_run
         else f"cost per unit of work ({'time' if r.unit == 's' else 'samples'} per unit)"
     )
     raced = max(r.base.racy, r.new.racy)
     jump = max(r.base.jump, r.new.jump)
+    if r.from_runs:
+        noise = (
+            f"the spread of {r.base.n_runs} and {r.new.n_runs} runs (Welch; counting noise if "
+            "larger)"
+        )
+    else:
+        noise = f"counting noise + {100 * (s.floor or 0):g}% run-to-run floor" + (
+            f" + {100 * raced:.0f}% of stack reads raced" if raced >= 0.005 else ""
+        )
     lines = [
-        _side_line("BASE", r.base, per[0] if per else None),
-        _side_line("NEW ", r.new, per[1] if per else None),
-        f"Normalised by {how}; beyond noise: more than {s.sigma:g} sigma "
-        f"(counting noise + {100 * (s.floor or 0):g}% run-to-run floor"
-        + (f" + {100 * raced:.0f}% of stack reads raced" if raced >= 0.005 else "")
-        + f") and {100 * s.min_delta:g}% of the total"
+        _side_line("BASE", r.base, per[0] if per and not r.by_run else None),
+        _side_line("NEW ", r.new, per[1] if per and not r.by_run else None),
+        f"Normalised by {how}; beyond noise: more than {s.sigma:g} sigma ({noise}) and "
+        f"{100 * s.min_delta:g}% of the total"
         + (f", and one disturbance of a traced call ({fmt_ns(jump)})" if jump > 0 else ""),
     ]
+    if r.detectable is not None:
+        smallest, count = r.detectable
+        lines.append(
+            f"Smallest change beyond noise: {100 * smallest:.0f}% of a function's own cost "
+            f"(median over the {count} function{'s' if count != 1 else ''} above "
+            f"{100 * DETECT_SHARE:g}% of the "
+            f"total; runs a side: {r.base.n_runs} and {r.new.n_runs})"
+        )
     lines += [f"warning: {w}" for w in r.base.warnings + r.new.warnings]
     return lines
+
+
+def whole_line(r: DiffResult) -> str | None:
+    """The whole program's time per run, when both sides ran the same command."""
+    w = r.whole
+    if w is None:
+        return None
+    verdict = (
+        f"{'slower' if w.sig > 0 else 'faster'} beyond noise"
+        if w.sig
+        else f"within noise ({WHOLE_SIGMA:g} sigma of {fmt_ns(w.noise * 1e9)})"
+    )
+    how = "; compared per run below" if r.by_run else ""
+    return (
+        f"Whole program: {fmt_ns(w.base * 1e9)} -> {fmt_ns(w.new * 1e9)} per run "
+        f"({fmt_ratio(w)}), {verdict}{how}"
+    )
+
+
+def culprit_lines(r: DiffResult) -> list[str]:
+    """The ranked culprits, the first as the most likely cause."""
+    unit = r.unit
+    total = r.tree_change[0].base
+    out = []
+    for i, c in enumerate(r.culprits):
+        change = (
+            f"{fmt_value(c.base, unit)} -> {fmt_value(c.new, unit)} ({fmt_delta(c.delta, unit)}"
+        )
+        if unit != "share" and total > 0:
+            change += f", +{100 * c.delta / total:.0f}% of the program"
+        change += ")" + (" per run" if r.by_run else "")
+        label = "Most likely cause" if i == 0 else f"{i + 1}."
+        out.append(f"{label}: {culprit_text(r, c)}: {change}")
+    return out
 
 
 def _mark(ch: Change) -> str:
@@ -91,6 +144,12 @@ class DiffText(Renderer[DiffResult]):
         for line in header_lines(r):
             console.print(line, markup=False, highlight=False)
         console.print()
+        whole = whole_line(r)
+        lines = ([whole] if whole else []) + culprit_lines(r)
+        for line in lines:
+            console.print(line, markup=False, highlight=False)
+        if lines:
+            console.print()
         _table(r, console, options.limit or 25)
         _callers(r, console)
         console.print()

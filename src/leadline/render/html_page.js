@@ -477,6 +477,7 @@ var LL = (function () {
           if (!opts.real(n)) cls += ' ll-synthetic';
           if (f.ancestor) cls += ' ll-ancestor';
           if (flags && flags[n]) { cls += ' ll-match'; highlighted++; }
+          if (opts.frameClass) cls += opts.frameClass(n);
           if (names.length < 200 && !seen.has(tree.names[n])) {
             seen.add(tree.names[n]);
             names.push(tree.names[n]);

@@ -1,0 +1,187 @@
+"""Where a diff's new cost enters the program: its *culprits*.
+
+A ranking by growth of self cost names the leaf where the new time is spent, and that is often
+a standard-library function (a file open, an introspection helper) that the code which changed
+now calls much more.  The question a diff is asked is which code changed, so the culprits are
+found in the merged call tree of both sides, from the top down:
+
+1. **Real growth.**  A call path's growth is real when it is beyond noise by the diff's full
+   noise model (counting noise, run-to-run floor, raced reads), or when the whole program got
+   slower beyond noise (then the root's growth is real).
+2. **Following it down.**  From a path whose growth is real, the growth is followed into the
+   child that carries at least half of it (``EXPLAINED``), provided that child's own growth is
+   beyond counting noise: once a caller's growth is known to be real, the run-to-run floor no
+   longer decides where it went, only whether enough samples say so.  Any other child whose
+   growth is beyond noise on its own is followed too.  A path where no single child carries
+   half of its growth is an **entry**: the new cost enters there, in its own code or spread
+   over many callees.
+3. **The code, not the leaf.**  Each frame belongs to an *owner*: the program (scripts and
+   their own modules), an installed top-level package, or Python's standard library.  The
+   culprit of an entry is the innermost frame on its path whose owner's code differs between
+   the two sides (a function found on both whose first line moved; the standard library
+   differs only when the Python versions do); if none is known to differ, the innermost frame
+   that is not standard library; the entry itself if the whole path is.  When the culprit is
+   above its entry, the first frame after it on the path is what it *now calls*, and the
+   culprit's figure is the growth of that call (everything that came through it); otherwise
+   the entry's growth.
+4. **Ranking.**  Entries with the same culprit (and call) add up; culprits rank by that
+   growth, largest first.
+
+Everything is one or two passes over the merged tree, without recursion, so a 50,000-deep
+call tree costs its size.
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+EXPLAINED = 0.5  # a child carrying this much of its caller's growth is where the growth goes
+MAX_CULPRITS = 5
+
+STDLIB = "the standard library"
+PROGRAM = "the program"
+
+_SITE = re.compile(r".*/(?:site-packages|dist-packages)/")
+_STDLIB_DIR = re.compile(r".*/lib/python\d+\.\d+t?/")
+
+
+def owner_of(file: str) -> str:
+    """Whose code a file is: an installed package's top-level name, the standard library, or
+    the program."""
+    f = file.replace("\\", "/")
+    if f.startswith("<frozen ") or f in ("<built-in>", "<native>"):
+        return STDLIB
+    m = _SITE.match(f)
+    if m:
+        top = f[m.end() :].split("/", 1)[0]
+        return top[:-3] if top.endswith(".py") else top
+    if _STDLIB_DIR.match(f):
+        return STDLIB
+    return PROGRAM
+
+
+@dataclass
+class Culprit:
+    func: int  # the culprit's index in the diff's function list
+    into: int | None  # the first frame after it on the growth's path, when it is above it
+    base: float  # the entries' inclusive cost on each side (normalised)
+    new: float
+    owner: str
+    # The merged tree's nodes its figure comes from: its calls into other code, else its entries.
+    nodes: list[int] = field(default_factory=list)
+
+    @property
+    def delta(self) -> float:
+        return self.new - self.base
+
+
+def find_culprits(
+    parent: Sequence[int],
+    func: Sequence[int],
+    values: tuple[Sequence[float], Sequence[float]],
+    sig: tuple[Sequence[int], Sequence[int]],
+    owners: Sequence[str],
+    changed: set[str],
+    root_real: bool,
+) -> list[Culprit]:
+    """The culprits of a merged tree (node 0 the root; parents before children): `func` gives
+    each node's function, `values` its inclusive cost on each side (BASE, NEW), `sig` whether
+    its growth is beyond noise by the full noise model and by counting noise alone (1 grew);
+    `owners` each function's owner, `changed` the owners whose code differs.  Ranked, at most
+    MAX_CULPRITS."""
+    base, new = values
+    full, counting = sig
+    n_nodes = len(parent)
+    first = array("q", [-1]) * n_nodes
+    after = array("q", [-1]) * n_nodes
+    for n in range(n_nodes - 1, 0, -1):
+        p = parent[n]
+        after[n] = first[p]
+        first[p] = n
+
+    def kids(n: int) -> Iterator[int]:
+        c = first[n]
+        while c >= 0:
+            yield c
+            c = after[c]
+
+    entries: list[int] = []
+    # Nodes whose growth is real, to follow down; the top-down walk finds the first ones.
+    todo = [0] if root_real and new[0] > base[0] else []
+    walk = [] if todo else [0]
+    while walk:
+        n = walk.pop()
+        for c in kids(n):
+            (todo if full[c] > 0 else walk).append(c)
+    while todo:
+        n = todo.pop()
+        grown = [c for c in kids(n) if new[c] > base[c]]
+        best = max(grown, key=lambda c: new[c] - base[c], default=-1)
+        if (
+            best < 0
+            or new[best] - base[best] < EXPLAINED * (new[n] - base[n])
+            or counting[best] <= 0
+        ):
+            entries.append(n)
+            continue
+        todo.append(best)
+        todo.extend(c for c in grown if c != best and full[c] > 0)
+    found: dict[tuple[int, int], Culprit] = {}
+    seen: set[int] = set()
+    culprit_at, next_at = _culprits_by_node(parent, func, owners, changed)
+    for e in entries:
+        if e == 0:
+            continue
+        at, below = culprit_at[e], next_at[e]
+        f = func[at]
+        into: int | None = func[below] if below > 0 else None
+        if into is not None and owners[into] == owners[f]:
+            into = None
+        key = (f, -1 if into is None else into)
+        cul = found.setdefault(key, Culprit(f, into, 0.0, 0.0, owners[f]))
+        # Its figure: the growth of the call into other code when there is one (all of what
+        # came through it), else of the entry.
+        node = below if into is not None else e
+        if node in seen:
+            continue
+        seen.add(node)
+        cul.base += base[node]
+        cul.new += new[node]
+        cul.nodes.append(node)
+    ranked = sorted(found.values(), key=lambda c: (-c.delta, c.func))
+    return [c for c in ranked if c.delta > 0][:MAX_CULPRITS]
+
+
+def _culprits_by_node(
+    parent: Sequence[int], func: Sequence[int], owners: Sequence[str], changed: set[str]
+) -> tuple[array[int], array[int]]:
+    """For every node, taken as an entry: its culprit's node (the innermost frame on its path
+    of code that changed, else of code that is not the standard library, else the node itself)
+    and the node after the culprit on the path (0 when the culprit is the node).  One pass,
+    parents before children, so a deep tree costs its size, not its depth squared."""
+    n_nodes = len(parent)
+    # Per rule, the innermost matching node at or above each node (0: none), and the node
+    # after it on the path (0: it is the node itself).
+    rules: tuple[Callable[[str], bool], ...] = (
+        lambda o: o in changed,
+        lambda o: o != STDLIB,
+    )
+    culprit = array("q", range(n_nodes))
+    below = array("q", [0]) * n_nodes
+    decided = bytearray(n_nodes)
+    for wanted in rules:
+        at = array("q", [0]) * n_nodes
+        nxt = array("q", [0]) * n_nodes
+        for n in range(1, n_nodes):
+            p = parent[n]
+            if wanted(owners[func[n]]):
+                at[n] = n
+            else:
+                at[n] = at[p]
+                nxt[n] = nxt[p] or (n if at[p] else 0)
+            if at[n] and not decided[n]:
+                culprit[n], below[n], decided[n] = at[n], nxt[n], 1
+    return culprit, below

@@ -1,0 +1,316 @@
+"""`leadline diff`'s culprits (where the new cost enters the call tree, and whose code that is)
+and its whole-program comparison: on profiles built by hand, then through the real CLI on a
+program whose library changed between two runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser import render_in_chromium
+from diffsides import side_of
+from htmlpage import assert_clean
+from support import leadline, run
+
+from leadline.analyse.culprits import PROGRAM, STDLIB, owner_of
+from leadline.analyse.diff import Func, Settings, Side, compare, fail_reasons, to_json
+
+SITE = "/venv/lib/python3.12/site-packages"
+STD = "/usr/lib/python3.12"
+
+
+def fn(name: str, file: str, line: int = 1) -> Func:
+    return Func(name, file, line)
+
+
+MAIN = fn("main", "/home/u/bench.py")
+
+
+def side(
+    stacks: dict[tuple[Func, ...], float],
+    argv: list[str] | None = None,
+    rate: float = 1000.0,
+    version: str = "3.12.1",
+) -> Side:
+    """A cpu-mode sampling side of these stacks (outermost first) and sample counts."""
+    return side_of(
+        stacks, rate=rate, meta={"argv": argv or ["bench.py"], "python_version": version}
+    )
+
+
+def names(result: Any) -> list[tuple[str, str | None]]:
+    """Each culprit as (function, what it now calls or None)."""
+    fs = result.functions
+    return [
+        (fs[c.func].func.name, None if c.into is None else fs[c.into].func.name)
+        for c in result.culprits
+    ]
+
+
+def test_owners_of_files() -> None:
+    assert owner_of(f"{SITE}/mylib/plugins.py") == "mylib"
+    assert owner_of(f"{SITE}/six.py") == "six"
+    assert owner_of("/opt/venv/lib/python3.13t/site-packages/pkg/a.py") == "pkg"
+    assert owner_of(f"{STD}/importlib/metadata/__init__.py") == STDLIB
+    assert owner_of("<frozen importlib._bootstrap>") == STDLIB
+    assert owner_of("/home/u/bench.py") == PROGRAM
+    assert owner_of("/usr/lib/python3/dist-packages/yaml/constructor.py") == "yaml"
+
+
+def plugins_case(plugin_line: int) -> tuple[Side, Side]:
+    """`find_plugins` (mylib) now calls `entry_points` (standard library), which reads files:
+    the self cost grows in the standard library's leaf."""
+    find = fn("find_plugins", f"{SITE}/mylib/plugins.py", 40)
+    find_v2 = fn("find_plugins", f"{SITE}/mylib/plugins.py", plugin_line)
+    load = fn("load", f"{SITE}/mylib/core.py", 10)
+    eps = fn("entry_points", f"{STD}/importlib/metadata/__init__.py", 1020)
+    read = fn("read_text", f"{STD}/pathlib.py", 1050)
+    work = fn("work", "/home/u/bench.py", 5)
+    base = side({(MAIN, work): 6000, (MAIN, load): 3000, (MAIN, find): 100})
+    new = side(
+        {
+            (MAIN, work): 6000,
+            (MAIN, load): 3000,
+            (MAIN, find_v2): 100,
+            (MAIN, find_v2, eps): 600,
+            (MAIN, find_v2, eps, read): 5400,
+        }
+    )
+    return base, new
+
+
+def test_the_caller_of_a_standard_library_leaf_is_the_culprit() -> None:
+    base, new = plugins_case(plugin_line=47)
+    r = compare(base, new)
+    assert r.functions[0].func.name == "read_text"  # the table ranks the leaf...
+    assert names(r)[0] == ("find_plugins", "entry_points")  # ...the culprit is the caller
+    top = r.culprits[0]
+    assert top.owner == "mylib"
+    # The same command, 9.1 s -> 15.1 s per run: compared per run, and the culprit's figure is
+    # all that came through its new call (600 + 5400 samples at 1 kHz).
+    assert r.by_run and r.unit == "s"
+    assert top.base == 0.0 and top.new == pytest.approx(6.0)
+    doc = to_json(r)
+    assert doc["culprits"][0]["name"] == "find_plugins"
+    assert doc["culprits"][0]["line"] == 47
+    assert doc["culprits"][0]["into"]["name"] == "entry_points"
+    assert doc["culprits"][0]["rank"] == 1
+    reasons = fail_reasons(r, 20)
+    assert (
+        reasons
+        and "most likely cause: find_plugins (mylib/plugins.py:47), now calls " in (reasons[0])
+    )
+
+
+def test_a_leaf_in_the_programs_own_code_is_its_own_culprit() -> None:
+    fs = [fn(f"f{i}", f"{SITE}/lib/m.py", 10 * i) for i in range(10)]
+    base = side({(MAIN, f): 500 for f in fs})
+    new = side({(MAIN, f): 1500 if i == 3 else 500 for i, f in enumerate(fs)})
+    r = compare(base, new)
+    assert names(r) == [("f3", None)]
+
+
+def test_growth_spread_over_many_callees_enters_at_their_caller() -> None:
+    f = fn("render", f"{SITE}/tpl/render.py", 30)
+    leaves = [fn(f"helper{i}", f"{STD}/string.py", 10 * i) for i in range(8)]
+    other = fn("other", "/home/u/bench.py", 9)
+    base = side({(MAIN, other): 6000, **{(MAIN, f, g): 200 for g in leaves}})
+    new = side({(MAIN, other): 6000, **{(MAIN, f, g): 600 for g in leaves}})
+    r = compare(base, new)
+    assert names(r) == [("render", None)]
+
+
+def test_the_code_that_changed_is_preferred_to_the_code_it_calls() -> None:
+    """mylib.f calls otherpkg.g far more: the self time grows in g, but only mylib's code
+    differs between the sides (its lines moved), so f is the culprit, calling g; when it is
+    otherpkg's code that moved, g is."""
+    g = fn("g", f"{SITE}/otherpkg/g.py", 5)
+    other = fn("other", "/home/u/bench.py", 9)
+
+    def case(f_line: int, g_line: int) -> list[tuple[str, str | None]]:
+        f1, f2 = fn("f", f"{SITE}/mylib/f.py", 3), fn("f", f"{SITE}/mylib/f.py", f_line)
+        g2 = fn("g", f"{SITE}/otherpkg/g.py", g_line)
+        base = side({(MAIN, other): 5000, (MAIN, f1): 100, (MAIN, f1, g): 500})
+        new = side({(MAIN, other): 5000, (MAIN, f2): 100, (MAIN, f2, g2): 3000})
+        return names(compare(base, new))
+
+    assert case(f_line=8, g_line=5)[0] == ("f", "g")
+    assert case(f_line=3, g_line=7)[0] == ("g", None)
+    assert case(f_line=3, g_line=5)[0] == ("g", None)  # nothing known changed: own code
+
+
+def test_identical_sides_have_no_culprit() -> None:
+    base, _ = plugins_case(plugin_line=40)
+    again, _ = plugins_case(plugin_line=40)
+    assert compare(base, again).culprits == []
+
+
+def hot_constructor(factor: float, argv: list[str] | None = None) -> tuple[Side, Side]:
+    """`Model.__init__` is 70% of the program; NEW's does `factor` times the work."""
+    init = fn("Model.__init__", f"{SITE}/models/base.py", 12)
+    rest = [fn(f"step{i}", "/home/u/bench.py", 20 + i) for i in range(6)]
+    base = side({(MAIN, init): 7000, **{(MAIN, r): 500 for r in rest}}, argv)
+    new = side({(MAIN, init): 7000 * factor, **{(MAIN, r): 500 for r in rest}}, argv)
+    return base, new
+
+
+def test_a_uniform_slowdown_of_the_same_command_is_seen_per_run() -> None:
+    base, new = hot_constructor(factor=1.43)  # the program 1.3x slower
+    shares = compare(base, new, Settings(by_run=False))
+    assert not shares.grew  # every share moved a few points: nothing is beyond noise there
+    r = compare(base, new)
+    assert r.whole is not None and r.whole.sig == 1
+    assert r.whole.base == pytest.approx(10.0) and r.whole.new == pytest.approx(13.01)
+    assert r.by_run and r.unit == "s"
+    assert r.functions[0].func.name == "Model.__init__"
+    assert names(r)[0] == ("Model.__init__", None)
+    assert r.culprits[0].delta == pytest.approx(3.01)
+    doc = to_json(r)
+    assert doc["normalization"]["by"] == "run"
+    assert doc["whole"]["sig"] == 1 and doc["whole"]["ratio"] == pytest.approx(1.301)
+    assert any("whole program's time per run grew 30%" in x for x in fail_reasons(r, 5))
+
+
+def test_the_whole_program_is_compared_only_for_the_same_command() -> None:
+    base, _ = hot_constructor(1.0, ["bench.py", "--small"])
+    _, new = hot_constructor(1.43, ["bench.py", "--large"])
+    r = compare(base, new)
+    assert r.whole is None and not r.by_run and r.unit == "share"
+    base, new = hot_constructor(1.1)  # 1.07x: within a whole run's noise
+    r = compare(base, new)
+    assert r.whole is not None and r.whole.sig == 0 and not r.by_run
+
+
+def test_culprits_of_a_deep_recursion_cost_the_trees_size() -> None:
+    """50,000 frames deep on both sides, the new cost at the bottom: found in one pass."""
+    rec = [fn("rec", f"{SITE}/deep/r.py", 3)] * 50_000
+    leaf = fn("leaf", f"{SITE}/deep/r.py", 9)
+    base = side({(MAIN, *rec, leaf): 1000, (MAIN,): 1000})
+    new = side({(MAIN, *rec, leaf): 3000, (MAIN,): 1000})
+    t = time.process_time()
+    r = compare(base, new)
+    assert time.process_time() - t < 30  # quadratic in the depth would be hours
+    assert names(r) == [("leaf", None)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the real CLI: a library installed in a site-packages folder of its own, two versions
+
+LIB_V1 = """
+    import importlib.metadata
+
+    def find_plugins(n):
+        return [n % 7 for _ in range(3)]
+
+    def load(n):
+        s = 0
+        for k in range(2000):
+            s += k * n
+        return s
+"""
+
+# Version 2 looks its plugins up in the installed distributions each time: the new cost is in
+# the standard library (importlib.metadata and what it reads), called by find_plugins.
+LIB_V2 = """
+    import importlib.metadata
+
+    def find_plugins(n):
+        eps = importlib.metadata.entry_points(group="mylib.plugins")
+        return [n % 7 for _ in range(3)] + list(eps)
+
+    def load(n):
+        s = 0
+        for k in range(2000):
+            s += k * n
+        return s
+"""
+
+PROGRAM_SRC = """
+    import mylib.plugins as p
+
+    def main():
+        for i in range(ROUNDS):
+            p.load(i)
+            p.find_plugins(i)
+
+    main()
+"""
+
+
+def install(root: Path, version: str, source: str) -> Path:
+    site = root / version / "lib" / "python3" / "site-packages"
+    (site / "mylib").mkdir(parents=True)
+    (site / "mylib" / "__init__.py").write_text("")
+    (site / "mylib" / "plugins.py").write_text(textwrap.dedent(source))
+    return site
+
+
+def record(tmp_path: Path, site: Path, name: str) -> Path:
+    out = tmp_path / f"{name}.lead"
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONHASHSEED": "0", "NO_COLOR": "1"}
+    r = run(
+        [*LEADLINE, "run", "--mode", "cpu", "--rate", "2000", "-o", str(out), "prog.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+LEADLINE = [__import__("sys").executable, "-m", "leadline"]
+
+
+@pytest.fixture(scope="module")
+def library_change(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("culprits")
+    (d / "prog.py").write_text(textwrap.dedent(PROGRAM_SRC).replace("ROUNDS", "1500"))
+    v1, v2 = install(d, "v1", LIB_V1), install(d, "v2", LIB_V2)
+    return {"dir": d, "base": record(d, v1, "base"), "new": record(d, v2, "new")}
+
+
+def test_cli_names_the_changed_function_first(library_change: dict[str, Path]) -> None:
+    d = library_change["dir"]
+    r = leadline("diff", library_change["base"], library_change["new"], "--json", cwd=d)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    first = doc["culprits"][0]
+    assert (first["name"], first["module_path"]) == ("find_plugins", "mylib/plugins.py")
+    assert first["into"] is not None and first["into"]["module_path"].startswith("importlib")
+    assert first["delta"] > 0.2  # most of NEW is the new lookups
+    # The table's first row is a standard-library leaf, not the changed function.
+    assert doc["functions"][0]["name"] != "find_plugins"
+
+    text = leadline("diff", library_change["base"], library_change["new"], cwd=d).stdout
+    causes = [ln for ln in text.splitlines() if ln.startswith("Most likely cause: ")]
+    assert causes and causes[0].startswith("Most likely cause: find_plugins (mylib/plugins.py:")
+    assert text.index("Most likely cause") < text.index("FUNCTION")  # printed first
+
+    fail = leadline(
+        "diff", library_change["base"], library_change["new"], "--fail-above", "20", cwd=d
+    )
+    assert fail.returncode == 1
+    assert "most likely cause: find_plugins (mylib/plugins.py:" in fail.stderr
+
+
+def test_cli_html_outlines_the_culprits_frames(
+    library_change: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "d.html"
+    r = leadline(
+        "diff", library_change["base"], library_change["new"], "--html", "-o", out, cwd=tmp_path
+    )
+    assert r.returncode == 0, r.stderr
+    result = render_in_chromium(out, actions=[])
+    state = assert_clean(result, out)
+    assert int(state["culprit-frames"]) >= 1
+    text = result.element_text("ll-culprits")
+    assert "Most likely cause: find_plugins (mylib/plugins.py:" in text, text
+    assert "now calls" in text

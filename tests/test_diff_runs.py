@@ -1,0 +1,148 @@
+"""`leadline diff` with several runs a side: noise measured from the spread of the runs (Welch),
+through the real CLI on the 50-function program of test_diff.py, recorded interleaved."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from diffsides import side_of
+from support import flagged_rows, leadline
+from test_diff import SYNTH, profiled
+
+from leadline.analyse.diff import Func, Settings, Side, compare, merge_runs
+from leadline.analyse.stats import compare_runs, t_threshold
+
+RUNS = 10
+
+
+def test_t_threshold_and_welch() -> None:
+    # Student's t quantiles as tables give them (two-sided): the chance of a normal beyond
+    # 1.96 sigma (5%) is t's beyond 2.101 at 18 degrees of freedom, 12.706 at 1.
+    assert t_threshold(1.959964, 18) == pytest.approx(2.101, abs=0.001)
+    assert t_threshold(1.959964, 1) == pytest.approx(12.706, abs=0.002)
+    assert t_threshold(4.0, float("inf")) == 4.0
+    # Untrimmed, Welch's: variances 1 and 6.667, se^2 = 1/3 + 6.667/4 = 2.0,
+    # dof = 4 / ((1/3)^2/2 + (5/3)^2/3).
+    w = compare_runs([1.0, 2.0, 3.0], [2.0, 4.0, 6.0, 8.0], trim=0.0)
+    assert w.diff == pytest.approx(3.0) and w.se == pytest.approx(2.0**0.5)
+    assert w.dof == pytest.approx(4 / ((1 / 3) ** 2 / 2 + (5 / 3) ** 2 / 3))
+    # Trimmed (Yuen): one wild run of ten moves neither the trimmed mean nor the spread much.
+    steady = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.0]
+    wild = [*steady[:9], 4.0]
+    assert compare_runs(steady, wild).diff == pytest.approx(0.0, abs=0.005)
+    assert compare_runs(steady, wild).se < 0.01 < compare_runs(steady, wild, trim=0.0).se
+
+
+def run_side(i: int, f17: float, noise: float, seed: int) -> Side:
+    """One run of `main` calling 50 functions of ~200 samples each, f17 scaled by `f17`, each
+    weight moved by `noise` (a fraction) at random."""
+    rng = random.Random(seed * 1000 + i)
+    main = Func("main", "/srv/bench.py", 1)
+    stacks: dict[tuple[Func, ...], float] = {
+        (main, Func(f"f{k:02d}", "/srv/funcs.py", 10 * k)): 200.0
+        * (f17 if k == 17 else 1.0)
+        * (1 + rng.gauss(0, noise))
+        for k in range(50)
+    }
+    return side_of(stacks, path=f"r{seed}-{i}.lead", meta={"argv": ["bench.py"]})
+
+
+def test_runs_replace_the_floor_and_find_a_small_change() -> None:
+    """Ten runs a side, each function's weight moving 3% from run to run beyond counting: a
+    20% slowdown of one function is beyond noise, which one run a side (the 10% floor) cannot
+    see; nothing else is flagged."""
+    base = merge_runs([run_side(i, 1.0, 0.03, 1) for i in range(RUNS)], "base")
+    new = merge_runs([run_side(i, 1.2, 0.03, 2) for i in range(RUNS)], "new")
+    r = compare(base, new, Settings())
+    assert r.from_runs and base.n_runs == new.n_runs == RUNS
+    grew = [fd.func.name for fd in r.grew]
+    assert grew == ["f17"], grew
+    assert r.detectable is not None and r.detectable[0] < 0.15 and r.detectable[1] == 50
+    single = compare(run_side(0, 1.0, 0.03, 1), run_side(0, 1.2, 0.03, 2), Settings())
+    assert not single.grew and single.detectable is not None and single.detectable[0] > 0.3
+
+
+def test_runs_of_a_side_must_be_recorded_alike() -> None:
+    a, b = run_side(0, 1.0, 0.0, 1), run_side(1, 1.0, 0.0, 1)
+    b.seconds = 5e-4
+    with pytest.raises(Exception, match="record every run the same way"):
+        merge_runs([a, b], "x")
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the real CLI
+
+
+# Thirty recorded runs take minutes; what they test (the diff's statistics over runs) is the
+# same Python on every version, and each version's recording is tested by test_diff.py's runs.
+ONE_VERSION = pytest.mark.skipif(
+    sys.version_info[:2] != (3, 11),
+    reason="the runs' statistics are version-independent; recorded once, on Python 3.11",
+)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
+    """RUNS runs each of the program, of it again, and of it with func_17 20% slower,
+    interleaved (A B C A B C ...), each kind in its own directory."""
+    d = tmp_path_factory.mktemp("diffruns")
+    kinds = {"base": {}, "again": {}, "slow": {"SLOW": "1.2"}}
+    out: dict[str, list[Path]] = {k: [] for k in kinds}
+    for kind in kinds:
+        (d / kind).mkdir()
+    for i in range(RUNS):
+        for kind, env in kinds.items():
+            p = profiled(d, f"{kind}-{i}", **env)
+            out[kind].append(p.rename(d / kind / p.name))
+    assert SYNTH  # the program is test_diff's
+    return out
+
+
+def diff_json(*args: str | Path, cwd: Path) -> dict[str, Any]:
+    r = leadline("diff", *args, "--json", cwd=cwd)
+    assert r.returncode == 0, r.stderr
+    data: dict[str, Any] = json.loads(r.stdout)
+    return data
+
+
+@ONE_VERSION
+def test_ten_runs_a_side_find_a_20_percent_slowdown(
+    recorded: dict[str, list[Path]], tmp_path: Path
+) -> None:
+    base_dir, slow_dir = recorded["base"][0].parent, recorded["slow"][0].parent
+    data = diff_json(base_dir, slow_dir, cwd=tmp_path)  # two directories of captures
+    assert data["base"]["runs"] == data["new"]["runs"] == RUNS
+    assert data["noise_from_runs"] is True
+    assert flagged_rows(data) and [f.split()[0] for f in flagged_rows(data)] == ["func_17"], (
+        flagged_rows(data)
+    )
+    assert data["culprits"][0]["name"] == "func_17"
+    assert data["detectable"]["self"] < 0.15, data["detectable"]
+    # The same with the files named, BASE's before `--` and NEW's after it.
+    text = leadline(
+        "diff", *recorded["base"], "--", *recorded["slow"], cwd=tmp_path, check=True
+    ).stdout
+    assert "Smallest change beyond noise: " in text
+    assert "(the spread of 10 and 10 runs" in text
+    assert "Most likely cause: func_17 (" in text and "funcs.py:86)" in text
+
+
+@ONE_VERSION
+def test_identical_runs_flag_nothing_in_20_splits(
+    recorded: dict[str, list[Path]], tmp_path: Path
+) -> None:
+    """The 2 x RUNS runs of one program, split at random into two sides of RUNS, 20 times:
+    nothing is beyond noise in any split."""
+    runs = recorded["base"] + recorded["again"]
+    rng = random.Random(7)
+    for _ in range(20):
+        order = runs[:]
+        rng.shuffle(order)
+        data = diff_json(*order[:RUNS], "--", *order[RUNS:], cwd=tmp_path)
+        assert flagged_rows(data) == [], flagged_rows(data)
+        assert data["culprits"] == []
