@@ -155,8 +155,8 @@ def profile(python: Path, script: str, out: Path, expected_version: str) -> Path
     return out
 
 
-def diff(a: Path, b: Path) -> dict[str, object]:
-    r = leadline("diff", a, b, "--json", cwd=a.parent)
+def diff(a: Path, b: Path, *more: str) -> dict[str, object]:
+    r = leadline("diff", a, b, "--json", *more, cwd=a.parent)
     assert r.returncode == 0, r.stderr
     data: dict[str, object] = json.loads(r.stdout)
     return data
@@ -172,7 +172,17 @@ def test_real_regression_is_ranked_first(pair: Pair, tmp_path: Path) -> None:
     again = profile(old_py, pair.script, tmp_path / "again.lead", pair.base)
     new = profile(new_py, pair.script, tmp_path / "new.lead", pair.new)
 
+    # Where the new cost enters: the changed function is culprit #1.
     data = diff(base, new)
+    culprits = data["culprits"]
+    assert isinstance(culprits, list) and culprits, data["whole"]
+    top = culprits[0]
+    assert (top["name"], top["module_path"]) == (pair.culprit_name, pair.culprit_file), (
+        [(c["name"], c["module_path"], c["into"], c["delta"]) for c in culprits],
+        data["whole"],
+    )
+    # And by shares, the table ranks it first: it is where the new time is spent.
+    data = diff(base, new, "--shares")
     functions = data["functions"]
     assert isinstance(functions, list)
     first = functions[0]

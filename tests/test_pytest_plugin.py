@@ -15,13 +15,17 @@ from support import run, write
 from leadline.pytest_plugin import baseline_key, profile_name
 
 SUITE = """
-    import os
+    import copy, os
     SLOW = int(os.environ.get("SLOW", "1"))
+    COPIES = int(os.environ.get("COPIES", "0"))
+    DATA = {"a": [1, 2, {"b": (3, 4)}], "c": "d"}
 
     def helper(n):
         s = 0
         for k in range(n):
             s += k
+        for _ in range(COPIES):
+            copy.deepcopy(DATA)
         return s
 
     def other(n):
@@ -40,8 +44,10 @@ SUITE = """
 RATE = ("--leadline-rate", "2000")  # enough samples in a test of about half a second
 
 
-def pytest_run(tmp_path: Path, *args: str, slow: int = 1) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SLOW": str(slow), "NO_COLOR": "1"}
+def pytest_run(
+    tmp_path: Path, *args: str, slow: int = 1, copies: int = 0
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SLOW": str(slow), "COPIES": str(copies), "NO_COLOR": "1"}
     env.pop("PYTEST_ADDOPTS", None)
     return run(
         [
@@ -154,6 +160,14 @@ def test_baseline_then_unchanged_then_regressed(tmp_path: Path) -> None:
     assert reason.strip().startswith("helper (")
     compared, regressed, stored, short = plugin_summary(r.stdout)
     assert (regressed, stored) == (1, 0) and compared >= 1 and compared + short == 2, r.stdout
+
+    # `helper` now copies a structure 20 times a call: the new cost is in the standard library's
+    # copy module, and the failure names helper as where it enters.
+    r = pytest_run(tmp_path, "--leadline-baseline", "base", copies=20)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "FAILED test_suite.py::test_work" in r.stdout
+    reason = next(ln for ln in r.stdout.splitlines() if "cost grew" in ln)
+    assert "; most likely cause: helper (" in reason and ", now calls deepcopy (copy.py:" in reason
 
     # Time per run: a regression is seen in absolute cost.  Costs per run only flag more than 4
     # sigma of a 15% run-to-run floor on each side, a ratio above about 2.8, and a shared CI

@@ -156,9 +156,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         if min(side.total for side in sides) <= 0:
             session.short.append(item.nodeid)  # too short to be sampled: nothing to compare
             return result
-        diff = compare(
-            sides[0], sides[1], Settings(per=session.per, sigma=DEFAULT_SIGMA, tree=False)
-        )
+        # Shares unless asked for time per run: a baseline may come from another machine.
+        settings = Settings(per=session.per, sigma=DEFAULT_SIGMA, tree=False, by_run=False)
+        diff = compare(sides[0], sides[1], settings)
         error = ""
     except LeadlineError as e:
         error = str(e)

@@ -988,8 +988,8 @@ class _RunJudge:
       Fifty functions' spreads tell how much the host adds to counting far better than one
       function's ten runs do, so this noise is judged as a known one, at `sigma` (a function
       whose own runs happen to spread more is not judged on less than they show: over 300
-      random splits of 20 identical runs into two sides, no function was flagged either way,
-      and the smallest detectable change was 12.9% with the pooled noise alone, 13.2% so);
+      random splits of 20 identical runs of a 50-function program into two sides, nothing was
+      flagged, and the smallest detectable change was 12.1% to 14.1%; docs/diff.md);
     - **its own**: when a change's measured spread is larger than the pooled noise beyond what
       chance gives its runs (the 99th percentile of a chi-square of its degrees of freedom; a
       function the host disturbs more than others, such as one whose time moves with the
