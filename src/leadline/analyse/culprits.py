@@ -10,7 +10,9 @@ found in the merged call tree of both sides, from the top down:
    slower beyond noise (then the root's growth is real).
 2. **Following it down.**  From a path whose growth is real, the growth is followed into the
    child that carries at least half of it (``EXPLAINED``), provided that child's own growth is
-   beyond counting noise: once a caller's growth is known to be real, the run-to-run floor no
+   beyond counting noise (a path's growth counts as far as its function's cost over the whole
+   tree grew: cost that only moved to another call path, under a wrapper that changed shape,
+   is not new): once a caller's growth is known to be real, the run-to-run floor no
    longer decides where it went, only whether enough samples say so.  Any other child whose
    growth is beyond noise on its own is followed too.  A path where no single child carries
    half of its growth is an **entry**: the new cost enters there, in its own code or spread
@@ -83,6 +85,7 @@ def find_culprits(
     func: Sequence[int],
     values: tuple[Sequence[float], Sequence[float]],
     sig: tuple[Sequence[int], Sequence[int]],
+    func_growth: Sequence[float],
     owners: Sequence[str],
     changed: set[str],
     root_real: bool,
@@ -90,10 +93,19 @@ def find_culprits(
     """The culprits of a merged tree (node 0 the root; parents before children): `func` gives
     each node's function, `values` its inclusive cost on each side (BASE, NEW), `sig` whether
     its growth is beyond noise by the full noise model and by counting noise alone (1 grew);
-    `owners` each function's owner, `changed` the owners whose code differs.  Ranked, at most
+    `func_growth` each function's growth of inclusive cost over the whole tree, `owners` each
+    function's owner, `changed` the owners whose code differs.  Ranked, at most
     MAX_CULPRITS."""
     base, new = values
     full, counting = sig
+
+    def grown(n: int) -> float:
+        """A node's growth, as far as it is new cost: no more than its function's growth over
+        the whole tree, so cost that only moved to another call path (a wrapper that changed
+        shape, whose callees now hang under other frames) is not followed as new."""
+        d = new[n] - base[n]
+        return min(d, func_growth[func[n]]) if n > 0 else d
+
     n_nodes = len(parent)
     first = array("q", [-1]) * n_nodes
     after = array("q", [-1]) * n_nodes
@@ -118,17 +130,13 @@ def find_culprits(
             (todo if full[c] > 0 else walk).append(c)
     while todo:
         n = todo.pop()
-        grown = [c for c in kids(n) if new[c] > base[c]]
-        best = max(grown, key=lambda c: new[c] - base[c], default=-1)
-        if (
-            best < 0
-            or new[best] - base[best] < EXPLAINED * (new[n] - base[n])
-            or counting[best] <= 0
-        ):
+        more = [c for c in kids(n) if grown(c) > 0]
+        best = max(more, key=grown, default=-1)
+        if best < 0 or grown(best) < EXPLAINED * grown(n) or counting[best] <= 0:
             entries.append(n)
             continue
         todo.append(best)
-        todo.extend(c for c in grown if c != best and full[c] > 0)
+        todo.extend(c for c in more if c != best and full[c] > 0)
     found: dict[tuple[int, int], Culprit] = {}
     seen: set[int] = set()
     culprit_at, next_at = _culprits_by_node(parent, func, owners, changed)

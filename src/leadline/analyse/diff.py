@@ -1101,8 +1101,16 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
     callers = _top_callers(diffs, order, position, (cb, cn), judge)
     changed = _changed_owners(base, new, (bmap, nmap))
     owners = [owner_of(fd.func.file) for fd in ranked]
+    growth = [fd.total.delta for fd in ranked]
     tree, culprits, culprit_nodes = _tree(
-        position, (cb, cn), (judge, counting), runs, owners, changed, s.tree, root_real=by_run
+        position,
+        (cb, cn),
+        (judge, counting),
+        runs,
+        (owners, growth),
+        changed,
+        s.tree,
+        root_real=by_run,
     )
     return DiffResult(
         base,
@@ -1164,14 +1172,15 @@ def _detectable(ranked: list[FunctionDiff], total: float, sigma: float) -> tuple
 def _changed_owners(base: Side, new: Side, maps: tuple[list[int], list[int]]) -> set[str]:
     """The owners (culprits.owner_of) whose code differs between the sides, as far as the
     profiles show: a function found on both whose first line moved; the standard library when
-    the Python versions differ.  (A function found on one side only says nothing: code that
-    did not change may call it now.)"""
+    the Python versions differ, and only then (Python 3.10's code objects have no qualified
+    names, so two `__init__`s of one module are one function there, at two lines).  (A
+    function found on one side only says nothing: code that did not change may call it now.)"""
     changed: set[str] = set()
     lines: dict[int, int] = {}
     for side, mapping in zip((base, new), maps, strict=True):
         for i, f in enumerate(side.funcs):
             j = mapping[i]
-            if lines.setdefault(j, f.line) != f.line:
+            if lines.setdefault(j, f.line) != f.line and owner_of(f.file) != STDLIB:
                 changed.add(owner_of(f.file))
     versions = (base.meta.get("python_version"), new.meta.get("python_version"))
     if all(versions) and versions[0] != versions[1]:
@@ -1248,15 +1257,16 @@ def _tree(
     costs: tuple[Costs, Costs],
     judges: tuple[_Judge, _Judge],
     runs: _Runs | None,
-    owners: list[str],
+    by_func: tuple[list[str], list[float]],
     changed: set[str],
     wanted: bool,
     root_real: bool,
 ) -> tuple[tuple[list[int], list[int], list[Change]], list[Culprit], list[list[int]]]:
     """The merged call-path tree (parents, ranked function indexes, changes; its root alone
-    unless `wanted`), the culprits found in it (culprits.py; `owners`: each ranked function's,
-    `changed`: the owners whose code differs, `root_real`: the whole program's growth is beyond
-    noise) with ranked function indexes, and each culprit's nodes in the tree sent."""
+    unless `wanted`), the culprits found in it (culprits.py; `by_func`: each ranked function's
+    owner and growth of inclusive cost, `changed`: the owners whose code differs, `root_real`:
+    the whole program's growth is beyond noise) with ranked function indexes, and each
+    culprit's nodes in the tree sent."""
     cb, cn = costs
     judge, counting = judges
     # Each side's call paths, or each run's (then a side's value is its mean run's).
@@ -1289,11 +1299,13 @@ def _tree(
         full_sig[m], noise_at[m] = ch.sig, ch.noise
     del values
     funcs = [position[k] if k >= 0 else -1 for k in merged.key]
+    owners, func_growth = by_func
     culprits = find_culprits(
         merged.parent,
         funcs,
         (base_at, new_at),
         (full_sig, alone_sig),
+        func_growth,
         owners,
         changed,
         root_real,
