@@ -33,6 +33,7 @@ def envs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     return d, venv_with(d, "old", LIB_V1), venv_with(d, "new", LIB_V2)
 
 
+@pytest.mark.statistical
 def test_two_environments_one_script(envs: tuple[Path, Path, Path]) -> None:
     d, old, new = envs
     r = leadline(

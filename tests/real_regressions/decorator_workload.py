@@ -4,6 +4,7 @@ decorator 4.x compiles a thin wrapper with the exact signature; decorator 5.x
 wraps with a generic ``fun(*args, **kw)`` that calls ``fix()`` ->
 ``inspect.Signature.bind`` + ``BoundArguments.apply_defaults`` on every call.
 """
+
 import importlib.metadata
 
 from decorator import decorator
@@ -38,7 +39,7 @@ def main():
         r = rows[i % 50]
         total += weighted_sum(r, 0.5, scale=2.0)
         total += clamp(i % 150, hi=120)
-    print("total %.1f calls %d" % (total, counted.calls))
+    print(f"total {total:.1f} calls {counted.calls}")
 
 
 if __name__ == "__main__":

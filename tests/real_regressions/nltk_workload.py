@@ -6,6 +6,7 @@ _match_potential_end_contexts(), which slices text[:match.start()] and calls
 str.rsplit for every candidate period -> quadratic in document length
 (nltk/nltk issue #3013).
 """
+
 import importlib.metadata
 
 from nltk.tokenize.punkt import PunktSentenceTokenizer

@@ -4,6 +4,7 @@ Every call constructs a fresh Retrying object.  In retrying >= 1.3.5
 Retrying.__init__ attaches a new logging.NullHandler to the shared
 module logger on every construction (groodt/retrying issue #20).
 """
+
 import importlib.metadata
 
 from retrying import retry
@@ -21,7 +22,7 @@ def checksum(payload):
 
 
 def main():
-    payloads = [("record-%05d-" % i) * 100 for i in range(64)]
+    payloads = [f"record-{i:05d}-" * 100 for i in range(64)]
     total = 0
     for i in range(N_CALLS):
         total += checksum(payloads[i % len(payloads)])

@@ -5,6 +5,7 @@ was rewritten (index-based while loop with zero-width-joiner and VS-16
 handling), making its own code slower; the cached wcwidth() per character is
 unchanged.
 """
+
 import importlib.metadata
 
 from wcwidth import wcswidth
@@ -14,13 +15,24 @@ PASSES = 800
 
 
 def make_cells():
-    words = ["alpha", "beta", "gamma", "delta", "caf\u00e9", "na\u00efve",
-             "\u4e2d\u6587", "\u65e5\u672c\u8a9e", "r\u00e9sum\u00e9", "epsilon"]
+    words = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "caf\u00e9",
+        "na\u00efve",
+        "\u4e2d\u6587",
+        "\u65e5\u672c\u8a9e",
+        "r\u00e9sum\u00e9",
+        "epsilon",
+    ]
     cells = []
     for i in range(ROWS):
         w = words[i % len(words)]
-        cells.append("%s-%04d %s | %s status=%s" % (w, i, w.upper(), words[(i * 7) % len(words)],
-                                                  "ok" if i % 3 else "fail"))
+        other = words[(i * 7) % len(words)]
+        status = "ok" if i % 3 else "fail"
+        cells.append(f"{w}-{i:04d} {w.upper()} | {other} status={status}")
     return cells
 
 

@@ -524,6 +524,12 @@ def merge_runs(runs: Sequence[Side], path: str) -> Side:
         squares=all(r.squares for r in runs),
     )
     spread = 0.0
+    # In the order they were recorded (when the captures say), so that two sides recorded
+    # interleaved can be compared round by round.
+    starts = [r.meta.get("start_unix_ns") for r in runs]
+    if all(isinstance(t, int) for t in starts):
+        order = sorted(range(len(runs)), key=lambda i: int(starts[i] or 0))
+        runs = [runs[i] for i in order]
     for r in runs:
         fmap = [intern(f.name, f.file, f.line) for f in r.funcs]
         merged.runs.append((r, fmap))
@@ -787,6 +793,11 @@ class DiffResult:
         return min(self.base.n_runs, self.new.n_runs) >= MIN_RUNS
 
     @property
+    def paired(self) -> bool:
+        """Whether the runs were compared round by round (recorded interleaved)."""
+        return interleaved(self.base, self.new)
+
+    @property
     def grew(self) -> list[FunctionDiff]:
         return [f for f in self.functions if f.self_.sig > 0 or f.total.sig > 0]
 
@@ -971,9 +982,26 @@ def whole_program(base: Side, new: Side) -> Change | None:
         # The floor is the noise the runs are judged against unless they spread more (as a
         # function's pooled noise is, _RunJudge).
         per_run = [[r.total * (r.seconds or 0.0) for r, _ in side.runs] for side in (base, new)]
-        judge = _RunJudge(WHOLE_SIGMA, 0.0, phi=1.0)
+        judge = _RunJudge(WHOLE_SIGMA, 0.0, phi=1.0, paired=interleaved(base, new))
         return judge(means[0], means[1], per_run[0], per_run[1], var)
     return _verdict(means[0], means[1], math.sqrt(var), WHOLE_SIGMA, 0.0)
+
+
+def interleaved(base: Side, new: Side) -> bool:
+    """Whether both sides are as many runs, MIN_RUNS or more, recorded in turn (A B A B ...,
+    or B A B A ...: their start times alternate), so they can be compared round by round."""
+    n = base.n_runs
+    if n != new.n_runs or n < MIN_RUNS:
+        return False
+    starts: list[tuple[int, int]] = []
+    for k, side in enumerate((base, new)):
+        for r, _ in side.runs:
+            t = r.meta.get("start_unix_ns")
+            if not isinstance(t, int):
+                return False
+            starts.append((t, k))
+    order = [k for _, k in sorted(starts)]
+    return all(order[i] != order[i + 1] for i in range(len(order) - 1))
 
 
 class _RunJudge:
@@ -1000,10 +1028,13 @@ class _RunJudge:
     gives is scaled so that `sigma` of it is the threshold used, so everything after reads it
     as any other noise."""
 
-    def __init__(self, sigma: float, least: float, phi: float | None = None) -> None:
+    def __init__(
+        self, sigma: float, least: float, phi: float | None = None, paired: bool = False
+    ) -> None:
         self.sigma = sigma
         self.least = least
         self.phi = phi  # None: every change is judged by its own spread
+        self.paired = paired  # the sides' runs were recorded interleaved: compared round by round
         self._thresholds: dict[float, float] = {}
 
     def _threshold(self, dof: float) -> float:
@@ -1018,7 +1049,7 @@ class _RunJudge:
     ) -> Change:
         """`b`, `n`: each side's mean run; `counting`: the variance of the change from counting
         alone."""
-        c = compare_runs(runs_b, runs_n)
+        c = compare_runs(runs_b, runs_n, paired=self.paired)
         d = c.diff
         pooled = self.phi * counting if self.phi is not None and counting > 0 else None
         if pooled is not None and not c.se**2 > pooled * chi2_ratio(c.dof, 0.99):
@@ -1044,7 +1075,9 @@ def _self_spreads(
         if n is None or b < DETECT_SHARE * cb.total:
             continue
         c = compare_runs(
-            [r.self_.get(f, 0.0) for r in runs.base], [r.self_.get(f, 0.0) for r in runs.new]
+            [r.self_.get(f, 0.0) for r in runs.base],
+            [r.self_.get(f, 0.0) for r in runs.new],
+            paired=runs.judge.paired,
         )
         var = (cb.self_var.get(f, 0.0), cn.self_var.get(f, 0.0))
         calls = (cb.calls.get(f, 0), cn.calls.get(f, 0))
@@ -1085,7 +1118,8 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
         # Each side is its mean run, and noise is the spread of the runs.
         run_costs = (_run_costs(base, bmap, s, 0, unit), _run_costs(new, nmap, s, 1, unit))
         cb, cn = _mean_costs(run_costs[0]), _mean_costs(run_costs[1])
-        runs = _Runs(*run_costs, _RunJudge(s.sigma, s.min_delta * cb.total))
+        judge_runs = _RunJudge(s.sigma, s.min_delta * cb.total, paired=interleaved(base, new))
+        runs = _Runs(*run_costs, judge_runs)
     else:
         cb, cn = _costs(base, bmap, k_base), _costs(new, nmap, k_new)
     judge = _Judge(base, new, (k_base, k_new), s, cb.total)
@@ -1526,6 +1560,7 @@ def to_json(r: DiffResult, limit: int | None = None) -> dict[str, Any]:
         ],
         "sigma": r.settings.sigma,
         "noise_from_runs": r.from_runs,
+        "paired": r.paired,
         "detectable": None
         if r.detectable is None
         else {"self": r.detectable[0], "functions": r.detectable[1]},

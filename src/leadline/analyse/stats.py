@@ -37,12 +37,22 @@ def _trimmed(values: Sequence[float], trim: float) -> tuple[float, float, int]:
     return mean, (n - 1) * wvar / (h * (h - 1)) if h > 1 else 0.0, h
 
 
-def compare_runs(base: Sequence[float], new: Sequence[float], trim: float = TRIM) -> Comparison:
+def compare_runs(
+    base: Sequence[float], new: Sequence[float], trim: float = TRIM, paired: bool = False
+) -> Comparison:
     """Yuen's two-sample comparison of trimmed means (Welch's of means when `trim` is 0): the
     difference, its standard error and degrees of freedom.  Trimming `trim` of the values at
     each end keeps one run that a busy host disturbed from moving a side or widening its
     spread (a run whose thread clock counted four times the others' CPU time held a function at
-    three quarters of its share in the nine others)."""
+    three quarters of its share in the nine others).
+
+    `paired`: the i-th runs of both sides were recorded one after the other (interleaved), so
+    the comparison is of their differences, round by round (the trimmed mean of the
+    differences): what drifts over the rounds (the host's phases, which moved one function's
+    share by a quarter from the first run to the last of ten) falls on both and cancels."""
+    if paired:
+        m, d, h = _trimmed([n - b for b, n in zip(base, new, strict=True)], trim)
+        return Comparison(m, math.sqrt(d), h - 1 if d > 0 else math.inf)
     (mb, db, hb), (mn, dn, hn) = _trimmed(base, trim), _trimmed(new, trim)
     se2 = db + dn
     if se2 <= 0:

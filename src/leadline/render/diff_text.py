@@ -67,10 +67,8 @@ def header_lines(r: DiffResult) -> list[str]:
     raced = max(r.base.racy, r.new.racy)
     jump = max(r.base.jump, r.new.jump)
     if r.from_runs:
-        noise = (
-            f"the spread of {r.base.n_runs} and {r.new.n_runs} runs (Welch; counting noise if "
-            "larger)"
-        )
+        how = "round by round, recorded interleaved" if r.paired else "Yuen"
+        noise = f"the spread of {r.base.n_runs} and {r.new.n_runs} runs ({how})"
     else:
         noise = f"counting noise + {100 * (s.floor or 0):g}% run-to-run floor" + (
             f" + {100 * raced:.0f}% of stack reads raced" if raced >= 0.005 else ""
