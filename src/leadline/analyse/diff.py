@@ -973,7 +973,7 @@ def whole_program(base: Side, new: Side) -> Change | None:
         seconds, n = side.seconds or 0.0, side.n_runs
         means.append(side.total * seconds / n)
         counting += side.total * side.quantum * seconds**2 / (n * n)
-    if min(means) <= 0:
+    if min(means) <= 0 or not all(math.isfinite(x) for x in (*means, counting)):
         return None
     var = counting + sum(
         (WHOLE_FLOOR * m) ** 2 / side.n_runs for m, side in zip(means, (base, new), strict=True)
@@ -1537,10 +1537,10 @@ def to_json(r: DiffResult, limit: int | None = None) -> dict[str, Any]:
         if r.whole is None
         else {
             "unit": "s",
-            "base": r.whole.base,
-            "new": r.whole.new,
+            "base": _num(r.whole.base),
+            "new": _num(r.whole.new),
             "ratio": _num(r.whole.ratio),
-            "noise": r.whole.noise,
+            "noise": _num(r.whole.noise),
             "sig": r.whole.sig,
             "floor": WHOLE_FLOOR,
             "sigma": WHOLE_SIGMA,
@@ -1551,9 +1551,9 @@ def to_json(r: DiffResult, limit: int | None = None) -> dict[str, Any]:
                 **_func_json(r, c.func),
                 "into": None if c.into is None else _func_json(r, c.into),
                 "owner": c.owner,
-                "base": c.base,
-                "new": c.new,
-                "delta": c.delta,
+                "base": _num(c.base),
+                "new": _num(c.new),
+                "delta": _num(c.delta),
                 "nodes": nodes,
             }
             for i, (c, nodes) in enumerate(zip(r.culprits, r.culprit_nodes, strict=True), 1)
@@ -1563,7 +1563,7 @@ def to_json(r: DiffResult, limit: int | None = None) -> dict[str, Any]:
         "paired": r.paired,
         "detectable": None
         if r.detectable is None
-        else {"self": r.detectable[0], "functions": r.detectable[1]},
+        else {"self": _num(r.detectable[0]), "functions": r.detectable[1]},
         "noise_floor": r.settings.floor,
         "min_delta": r.settings.min_delta,
         "summary": {
