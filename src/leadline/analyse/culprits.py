@@ -137,6 +137,8 @@ def find_culprits(
             continue
         todo.append(best)
         todo.extend(c for c in more if c != best and full[c] > 0)
+    if not any(e > 0 for e in entries):  # the root alone is no culprit
+        return []
     found: dict[tuple[int, int], Culprit] = {}
     seen: set[int] = set()
     culprit_at, next_at = _culprits_by_node(parent, func, owners, changed)

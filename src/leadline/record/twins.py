@@ -132,8 +132,8 @@ def record_twins(
     `rate`, or chosen from a first run of BASE that is not kept."""
     if runs < 1:
         raise LeadlineError("--runs must be at least 1")
-    shim = Path(tempfile.mkdtemp(prefix="leadline-compare-"))
-    try:
+    with tempfile.TemporaryDirectory(prefix="leadline-compare-") as scratch:
+        shim = Path(scratch)
         envs = {t.label: _env_for(t.python, shim / "path") for t in twins}
         for t in twins:
             (folder / t.label).mkdir(parents=True, exist_ok=True)
@@ -151,10 +151,3 @@ def record_twins(
                 if progress is not None:
                     progress(sum(len(v) for v in recorded.runs.values()), total)
         return recorded
-    finally:
-        for p in sorted(shim.rglob("*"), reverse=True):
-            if p.is_symlink() or p.is_file():
-                p.unlink()
-            else:
-                p.rmdir()
-        shim.rmdir()
