@@ -70,6 +70,7 @@ def test_two_environments_one_script(envs: tuple[Path, Path, Path]) -> None:
     assert len(rates) == 1
 
 
+@pytest.mark.statistical
 def test_whole_command_lines_and_a_failing_fail_above(envs: tuple[Path, Path, Path]) -> None:
     d, old, new = envs
     r = leadline(
