@@ -161,9 +161,9 @@ def test_baseline_then_unchanged_then_regressed(tmp_path: Path) -> None:
     compared, regressed, stored, short = plugin_summary(r.stdout)
     assert (regressed, stored) == (1, 0) and compared >= 1 and compared + short == 2, r.stdout
 
-    # `helper` now copies a structure 20 times a call: the new cost is in the standard library's
+    # `helper` now copies a structure 50 times a call: the new cost is in the standard library's
     # copy module, and the failure names helper as where it enters.
-    r = pytest_run(tmp_path, "--leadline-baseline", "base", copies=20)
+    r = pytest_run(tmp_path, "--leadline-baseline", "base", copies=50)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "FAILED test_suite.py::test_work" in r.stdout
     reason = next(ln for ln in r.stdout.splitlines() if "cost grew" in ln)
