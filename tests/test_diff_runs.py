@@ -130,7 +130,9 @@ def test_ten_runs_a_side(tmp_path: Path) -> None:
     assert data["base"]["runs"] == data["new"]["runs"] == RUNS
     assert data["noise_from_runs"] is True
     flagged = flagged_rows(data)
-    assert [f.split()[0] for f in flagged] == ["func_17"], (flagged, data["detectable"])
+    f17 = next(f for f in data["functions"] if f["name"] == "func_17")
+    why = (flagged, data["detectable"], data["normalization"], data["whole"], data["paired"], f17)
+    assert [f.split()[0] for f in flagged] == ["func_17"], why
     assert data["culprits"][0]["name"] == "func_17"
     assert data["detectable"]["self"] < 0.15, data["detectable"]
     # The same with the files named, BASE's before `--` and NEW's after it.
