@@ -100,8 +100,9 @@ SAN_VENV := $(VENV)-sanitize
 SAN_BIN := $(SAN_VENV)/bin
 SAN_STAMP := $(SAN_VENV)/.installed
 SANITIZE_TESTS ?= test_trace_e2e.py test_sampling_e2e.py test_capture_format.py test_probe.py \
-	test_marks.py test_export_formats.py test_versions.py test_errors.py
+	test_marks.py test_export_formats.py test_versions.py test_errors.py test_diff_work.py
 SANITIZE_DESELECT := test_trace_e2e.py::test_memory_truth_retained_vs_transient \
+	test_diff_work.py::test_calls_in_html \
 	test_trace_e2e.py::test_rss_trigger_records_only_memory_moves \
 	test_sampling_e2e.py::test_accuracy_on_a_known_split \
 	test_sampling_e2e.py::test_cpu_mode_ignores_sleeping_threads \

@@ -115,9 +115,13 @@ def write(tmp_path: Path, name: str, source: str) -> Path:
 
 
 def leadline(
-    *args: str | os.PathLike[str], cwd: Path, timeout: float = 120, check: bool = False
+    *args: str | os.PathLike[str],
+    cwd: Path,
+    timeout: float = 120,
+    check: bool = False,
+    env_extra: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
+    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8", **(env_extra or {})}
     r = run([PY, "-m", "leadline", *map(str, args)], cwd=cwd, timeout=timeout, env=env)
     if check and r.returncode != 0:
         raise AssertionError(f"leadline {args} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")

@@ -3,14 +3,17 @@ passes unchanged tests and fails the test whose profile regressed."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support import run, write
+from support import leadline, run, write
 
 from leadline.pytest_plugin import baseline_key, profile_name
 
@@ -18,7 +21,17 @@ SUITE = """
     import copy, os
     SLOW = int(os.environ.get("SLOW", "1"))
     COPIES = int(os.environ.get("COPIES", "0"))
+    CALLS = int(os.environ.get("CALLS", "1"))
     DATA = {"a": [1, 2, {"b": (3, 4)}], "c": "d"}
+
+    def tiny(x):
+        return x + 1
+
+    def many():
+        out = []  # a loop, not a comprehension: that is a function of its own before 3.12
+        for i in range(10 * CALLS):
+            out.append(tiny(i))
+        return out
 
     def helper(n):
         s = 0
@@ -38,6 +51,7 @@ SUITE = """
 
     def test_quick():
         assert other(10) == 285
+        assert len(many()) == 10 * CALLS
 """
 
 
@@ -45,9 +59,10 @@ RATE = ("--leadline-rate", "2000")  # enough samples in a test of about half a s
 
 
 def pytest_run(
-    tmp_path: Path, *args: str, slow: int = 1, copies: int = 0
+    tmp_path: Path, *args: str, slow: int = 1, copies: int = 0, calls: int = 1
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SLOW": str(slow), "COPIES": str(copies), "NO_COLOR": "1"}
+    env = {**os.environ, "SLOW": str(slow), "COPIES": str(copies), "CALLS": str(calls)}
+    env["NO_COLOR"] = "1"
     env.pop("PYTEST_ADDOPTS", None)
     return run(
         [
@@ -111,44 +126,69 @@ def test_a_baseline_dir_outside_the_project_compares_on_the_second_run(tmp_path:
         run(argv, cwd=proj, capture_output=True, text=True, timeout=300, env=env) for _ in range(2)
     ]
     assert all(r.returncode == 0 for r in runs), [r.stdout + r.stderr for r in runs]
-    assert plugin_summary(runs[0].stdout)[2] == 2  # stored
-    compared, regressed, stored, short = plugin_summary(runs[1].stdout)
-    assert (regressed, stored) == (0, 0) and compared + short == 2 and compared >= 1, runs[1].stdout
+    first, second = (plugin_summary(r.stdout) for r in runs)
+    assert (first.stored, first.long) == (1, 1), runs[0].stdout  # test_work: too many calls
+    # The second run compares test_quick's calls and stores test_work's samples.
+    assert (second.compared, second.by_calls, second.stored) == (1, 1, 1), runs[1].stdout
     names = sorted(p.name for p in cache.glob("*.lead"))
-    assert names == ["tests_test_suite.py__test_quick.lead", "tests_test_suite.py__test_work.lead"]
+    assert names == [
+        "tests_test_suite.py__test_quick.calls.lead",
+        "tests_test_suite.py__test_work.lead",
+    ]
 
 
-def plugin_summary(stdout: str) -> tuple[int, int, int, int]:
-    """(compared, regressed, stored, too short) from the plugin's summary line."""
+@dataclass
+class Summary:
+    compared: int
+    regressed: int
+    by_calls: int
+    stored: int
+    long: int  # too many calls to count: sampled from the next run
+    short: int  # too short to sample (a long test whose samples were empty)
+
+
+def plugin_summary(stdout: str) -> Summary:
+    """The figures of the plugin's summary line."""
     m = re.search(
-        r"leadline: (\d+) tests compared with their baseline \((\d+) regressed\), "
-        r"(\d+) baselines stored in \S+(?:, (\d+) too short to sample)?\n",
+        r"leadline: (\d+) tests compared with their baseline \((\d+) regressed; (\d+) by their "
+        r"calls\), (\d+) baselines stored in \S+(?:, (\d+) too long to count calls \(sampled "
+        r"from the next run\))?(?:, (\d+) too short to sample)?\n",
         stdout,
     )
     assert m, stdout
-    return int(m[1]), int(m[2]), int(m[3]), int(m[4] or 0)
+    return Summary(*(int(g or 0) for g in m.groups()))
 
 
 @pytest.mark.statistical
 def test_baseline_then_unchanged_then_regressed(tmp_path: Path) -> None:
     write(tmp_path, "test_suite.py", SUITE)
+    base = tmp_path / "base"
     # Without the option the plugin does nothing.
     r = pytest_run(tmp_path)
     assert r.returncode == 0 and "leadline:" not in r.stdout
 
+    # The first run records each test's calls: test_quick's are its baseline, test_work makes
+    # millions (a generator's every step), too many to count, and is sampled from then on.
     r = pytest_run(tmp_path, "--leadline-baseline", "base")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "0 tests compared with their baseline (0 regressed), 2 baselines stored" in r.stdout
-    stored = sorted(p.name for p in (tmp_path / "base").glob("*.lead"))
-    assert stored == ["test_suite.py__test_quick.lead", "test_suite.py__test_work.lead"]
-
-    # test_quick takes about 20 us: on a quiet machine no sample falls in it, on a busy one one
-    # can, and it is then compared too.  Either way each test is compared or too short.
+    summary = plugin_summary(r.stdout)
+    assert (summary.compared, summary.stored, summary.long) == (0, 1, 1), r.stdout
+    assert sorted(p.name for p in base.iterdir() if p.is_file()) == [
+        "test_suite.py__test_quick.calls.lead",
+        "test_suite.py__test_quick.calls.sig",
+        "test_suite.py__test_work.long",
+    ]
+    # The second compares test_quick's calls (about 20 us: no sample would fall in it) and
+    # stores test_work's samples; the third compares both, and flags nothing.
     r = pytest_run(tmp_path, "--leadline-baseline", "base")
     assert r.returncode == 0, r.stdout + r.stderr
-    compared, regressed, stored, short = plugin_summary(r.stdout)
-    assert (regressed, stored) == (0, 0) and compared >= 1 and compared + short == 2, r.stdout
-    assert (tmp_path / "base" / "latest" / "test_suite.py__test_work.lead").stat().st_size > 0
+    summary = plugin_summary(r.stdout)
+    assert (summary.compared, summary.by_calls, summary.stored) == (1, 1, 1), r.stdout
+    r = pytest_run(tmp_path, "--leadline-baseline", "base")
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = plugin_summary(r.stdout)
+    assert (summary.compared, summary.regressed, summary.by_calls) == (2, 0, 1), r.stdout
+    assert (base / "latest" / "test_suite.py__test_work.lead").stat().st_size > 0
 
     # `helper` 5 times slower: about 11% of the test's samples become about 38%.
     r = pytest_run(tmp_path, "--leadline-baseline", "base", slow=5)
@@ -158,8 +198,8 @@ def test_baseline_then_unchanged_then_regressed(tmp_path: Path) -> None:
     assert "leadline: this test's profile regressed against base" in r.stdout
     reason = next(ln for ln in r.stdout.splitlines() if "cost grew" in ln)
     assert reason.strip().startswith("helper (")
-    compared, regressed, stored, short = plugin_summary(r.stdout)
-    assert (regressed, stored) == (1, 0) and compared >= 1 and compared + short == 2, r.stdout
+    summary = plugin_summary(r.stdout)
+    assert (summary.compared, summary.regressed) == (2, 1), r.stdout
 
     # `helper` now copies a structure 50 times a call: the new cost is in the standard library's
     # copy module, and the failure names helper as where it enters.
@@ -168,6 +208,28 @@ def test_baseline_then_unchanged_then_regressed(tmp_path: Path) -> None:
     assert "FAILED test_suite.py::test_work" in r.stdout
     reason = next(ln for ln in r.stdout.splitlines() if "cost grew" in ln)
     assert "; most likely cause: helper (" in reason and ", now calls deepcopy (copy.py:" in reason
+
+    # `tiny` called 5 times as often in test_quick, far too short to sample: its calls say so,
+    # whatever the machine's load, and name `many` as the code that makes them.
+    r = pytest_run(tmp_path, "--leadline-baseline", "base", calls=5)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "1 failed, 1 passed" in r.stdout and "FAILED test_suite.py::test_quick" in r.stdout
+    reason = next(ln for ln in r.stdout.splitlines() if "calls grew" in ln).strip()
+    assert reason.startswith("tiny (") and "calls grew 400% (10 -> 50)" in reason, reason
+    assert "; most likely cause: many (" in reason and ", now calls tiny (" in reason, reason
+    assert "see: leadline diff --calls base/test_suite.py__test_quick.calls.lead" in r.stdout
+    shown = leadline(
+        "diff",
+        "--calls",
+        *(f"{d}/test_suite.py__test_quick.calls.lead" for d in ("base", "base/latest")),
+        "--json",
+        cwd=tmp_path,
+        check=True,
+    )
+    data = json.loads(shown.stdout)
+    assert data["normalization"]["unit"] == "calls"
+    assert (data["culprits"][0]["name"], data["culprits"][0]["into"]["name"]) == ("many", "tiny")
+    assert (data["culprits"][0]["base"], data["culprits"][0]["new"]) == (10, 50)
 
     # Time per run: a regression is seen in absolute cost.  Costs per run only flag more than 4
     # sigma of a 15% run-to-run floor on each side, a ratio above about 2.8, and a shared CI
@@ -188,3 +250,78 @@ def test_bad_plugin_options(tmp_path: Path) -> None:
     r = pytest_run(tmp_path, "--leadline-baseline", "base", "--leadline-rate", "0")
     assert r.returncode == 4
     assert "--leadline-baseline: --rate must be between" in r.stderr
+
+
+# A real suite: more-itertools 10.5.0's own tests (664, as its sdist ships them), nearly all far
+# too short for a sample.
+REAL_SUITE = "more-itertools==10.5.0"
+# The plant: one test's predicate called 5 times as often (range(10) -> range(50)), lines kept.
+PLANT = (
+    "        q = range(10)\n        self.assertEqual(mi.quantify(q, lambda x: x % 2 == 0), 5)\n",
+    "        q = range(50)\n        self.assertEqual(mi.quantify(q, lambda x: x % 2 == 0), 25)\n",
+)
+
+
+def real_suite(tmp_path: Path) -> Path:
+    """The sdist of REAL_SUITE from PyPI, unpacked: its package and its tests."""
+    pip = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check"]
+    r = run(
+        [*pip, "--no-deps", "--no-binary", ":all:", "-d", str(tmp_path), REAL_SUITE],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    with tarfile.open(next(tmp_path.glob("more*itertools-10.5.0.tar.gz"))) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(tmp_path, filter="data")
+        else:  # pragma: no cover - Pythons without extraction filters
+            tar.extractall(tmp_path)
+    return tmp_path / "more-itertools-10.5.0"
+
+
+@pytest.mark.network
+def test_a_real_suite_is_compared_by_its_calls(tmp_path: Path) -> None:
+    """Every test of a real suite of short tests is compared (by its calls; the two that make
+    too many are sampled), two unchanged runs flag nothing, and a planted regression, one
+    function called 5 times as often in one test, fails that test alone and names it."""
+    src = real_suite(tmp_path)
+    env = {**os.environ, "NO_COLOR": "1"}
+    env.pop("PYTEST_ADDOPTS", None)
+
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
+    argv += ["--leadline-baseline", str(tmp_path / "base")]
+
+    def suite() -> tuple[subprocess.CompletedProcess[str], Summary]:
+        r = run(
+            argv,
+            cwd=src,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=env,
+        )
+        return r, plugin_summary(r.stdout)
+
+    r, first = suite()
+    assert r.returncode == 0, r.stdout[-3000:]
+    tests = first.stored + first.long
+    assert tests == 664 and first.long <= 10, r.stdout[-500:]
+    r, second = suite()  # compares the calls, stores the long tests' samples
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert (second.by_calls, second.stored) == (first.stored, first.long), r.stdout[-500:]
+    r, third = suite()
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert third.compared >= 0.9 * tests and third.regressed == 0, r.stdout[-500:]
+
+    recipes = src / "tests" / "test_recipes.py"
+    text = recipes.read_text()
+    assert text.count(PLANT[0]) == 1
+    recipes.write_text(text.replace(*PLANT))
+    r, planted = suite()
+    assert r.returncode == 1 and planted.regressed == 1, r.stdout[-3000:]
+    assert "FAILED tests/test_recipes.py::QuantifyTests::test_custom_predicate" in r.stdout
+    reason = next(ln for ln in r.stdout.splitlines() if "calls grew" in ln).strip()
+    # The predicate (named by its qualified name from 3.11 on, `<lambda>` before).
+    assert reason.split(" (")[0].endswith("<lambda>") and "tests/test_recipes.py)" in reason
+    assert "calls grew 400% (10 -> 50)" in reason, reason

@@ -124,6 +124,14 @@ with leadline.trace(OUT / "trigger.lead", rss_trigger=-1, previous=True, max_dep
     g(200)
 with leadline.trace(OUT / "exact.lead", exact_rss=True, exclude=("*threading*",)) as tr3:
     g(100)
+# Calls alone (the pytest plugin's work record): no RSS read, no thread for it, a size limit.
+work = leadline.Tracer(
+    OUT / "work.lead", leadline.TraceOptions(heap=False, memory=False, max_size=1 << 20)
+)
+with work:
+    g(100)
+    f(10)
+assert work.result is not None and work.result.recorded > 0, work.result
 assert tr.result is not None and tr.result.recorded > 1000, tr.result
 assert tr2.result is not None and tr2.result.events > 0, tr2.result
 ran["trace_events"] = tr.result.recorded

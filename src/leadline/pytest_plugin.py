@@ -10,6 +10,12 @@ change; ``--leadline-per-run`` compares time per run of the test instead, which 
 test that became uniformly slower but is only as steady as the machine.
 ``leadline diff DIR/<test>.lead DIR/latest/<test>.lead --html`` shows why.
 
+Each test's work is recorded too, by a trace of its calls (``DIR/<test>.calls.lead``, up to
+WORK_OPTIONS' size): calls do not depend on the machine's speed or load, so a test too short for
+a single sample is still compared, and fails when a function's calls (or the calls made under
+it) grew more than the same percentage, naming the code that makes the new calls
+(``leadline diff --calls``).
+
 The plugin is installed with leadline and does nothing unless ``--leadline-baseline`` is given.
 """
 
@@ -17,16 +23,30 @@ from __future__ import annotations
 
 import re
 from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .analyse.diff import DEFAULT_SIGMA, Settings, compare, fail_reasons, load_side
+from .analyse.diff import (
+    DEFAULT_SIGMA,
+    Settings,
+    compare,
+    fail_reasons,
+    load_side,
+    work_settings,
+    work_side,
+    work_signature,
+)
 from .errors import LeadlineError
 from .record.profiler import ProfileOptions, Profiler
+from .record.tracer import TraceOptions, Tracer
 
 LATEST = "latest"
+# A test's work record: its calls, up to this size (a test with more calls than that, about
+# 300,000, runs long enough for its samples to speak for it).
+WORK_OPTIONS = TraceOptions(heap=False, memory=False, max_size=4 << 20)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]]+")
 
 
@@ -115,7 +135,9 @@ class _Session:
         self.stored: list[str] = []
         self.compared: list[str] = []
         self.regressed: list[str] = []
-        self.short: list[str] = []
+        self.short: list[str] = []  # compared by nothing
+        self.by_calls: list[str] = []  # compared by their calls
+        self.marked_long: list[str] = []  # too many calls to count: sampled from the next run
 
 
 _KEY = pytest.StashKey[_Session]()
@@ -133,48 +155,124 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_KEY] = session
 
 
+def work_name(name: str) -> str:
+    """The file of a test's work record beside its profile `name` (``x.lead``: ``x.calls.lead``)."""
+    return name[: -len(".lead")] + ".calls.lead"
+
+
+def long_mark(name: str) -> str:
+    """The file that says a test made too many calls for a work record: it is sampled."""
+    return name[: -len(".lead")] + ".long"
+
+
+@dataclass
+class _Plan:
+    """How one test is recorded this run, and where to."""
+
+    trace: bool  # its calls (a short test) or its samples (a long one)
+    store: bool  # as its baseline, or into LATEST to compare
+    path: Path
+
+
+def _plan(session: _Session, name: str) -> _Plan:
+    """Each test is recorded one way, never two at once (a tracer's hooks would weigh on the
+    samples): by its calls until it proves too long for a work record, by samples from then on.
+    The first run stores work records; a test whose calls overran its record is marked long,
+    and the next run stores its samples."""
+    d = session.dir
+    if (d / long_mark(name)).exists():
+        store = session.update or not (d / name).exists()
+        return _Plan(False, store, (d if store else d / LATEST) / name)
+    store = session.update or not (d / work_name(name)).exists()
+    return _Plan(True, store, (d if store else d / LATEST) / work_name(name))
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     session = item.config.stash.get(_KEY, None)
     if session is None:
         return (yield)
     name = profile_name(baseline_key(item.path, item.nodeid, item.config.invocation_params.dir))
-    baseline = session.dir / name
-    store = session.update or not baseline.exists()
-    target = baseline if store else session.dir / LATEST / name
-    profiler = Profiler(target, session.options, argv=[item.nodeid])
-    profiler.start()
+    plan = _plan(session, name)
+    recorder: Tracer | Profiler
+    if plan.trace:
+        recorder = Tracer(plan.path, WORK_OPTIONS, argv=[item.nodeid])
+        recorder.warn = False  # a record cut short marks the test long, below
+    else:
+        recorder = Profiler(plan.path, session.options, argv=[item.nodeid])
+    recorder.start()
     try:
         result = yield
     finally:
-        profiler.stop()
-    if store:
-        session.stored.append(item.nodeid)
+        recorder.stop()
+    if plan.store:
+        if plan.trace:
+            _store_work(session, item.nodeid, name, plan.path)
+        else:
+            session.stored.append(item.nodeid)
         return result
+    baseline = session.dir / (work_name(name) if plan.trace else name)
     try:
-        sides = [load_side(str(p)) for p in (baseline, target)]
-        if min(side.total for side in sides) <= 0:
-            session.short.append(item.nodeid)  # too short to be sampled: nothing to compare
-            return result
-        # Shares unless asked for time per run: a baseline may come from another machine.
-        settings = Settings(per=session.per, sigma=DEFAULT_SIGMA, tree=False, by_run=False)
-        diff = compare(sides[0], sides[1], settings)
+        new = load_side(str(plan.path))
+        if plan.trace:
+            # Calls, which the machine's speed and load do not change.  A record cut short
+            # holds the calls of the test's start: what grew there grew.
+            new = work_side(new)
+            if new.complete and work_signature(new) == _stored_signature(baseline):
+                session.compared.append(item.nodeid)  # the very same calls
+                session.by_calls.append(item.nodeid)
+                return result
+            base = work_side(load_side(str(baseline)))
+            settings = work_settings(base, tree=False)
+            see = f"leadline diff --calls {baseline} {plan.path}"
+        else:
+            base = load_side(str(baseline))
+            if min(base.total, new.total) <= 0:
+                session.short.append(item.nodeid)  # too short for a sample: nothing to compare
+                return result
+            # Shares unless asked for time per run: a baseline may come from another machine.
+            settings = Settings(per=session.per, sigma=DEFAULT_SIGMA, tree=False, by_run=False)
+            see = f"leadline diff {baseline} {plan.path}" + (" --per 1" if session.per else "")
+        reasons = fail_reasons(compare(base, new, settings), session.fail_above)
         error = ""
     except LeadlineError as e:
         error = str(e)
     if error:
         pytest.fail(f"leadline: cannot compare with the baseline: {error}", pytrace=False)
     session.compared.append(item.nodeid)
-    reasons = fail_reasons(diff, session.fail_above)
+    if plan.trace:
+        session.by_calls.append(item.nodeid)
     if reasons:
         session.regressed.append(item.nodeid)
         lines = "\n".join(f"  {r}" for r in reasons[:5])
         pytest.fail(
-            f"leadline: this test's profile regressed against {baseline}:\n{lines}\n"
-            f"  see: leadline diff {baseline} {target}" + (" --per 1" if session.per else ""),
+            f"leadline: this test's profile regressed against {baseline}:\n{lines}\n  see: {see}",
             pytrace=False,
         )
     return result
+
+
+def _store_work(session: _Session, nodeid: str, name: str, path: Path) -> None:
+    """A test's work record becomes its baseline, with the signature of its calls beside it;
+    one cut short (too many calls to count) marks the test long instead."""
+    try:
+        side = work_side(load_side(str(path)))
+    except LeadlineError:
+        side = None
+    if side is None or not side.complete:
+        path.unlink(missing_ok=True)  # sampled from the next run on
+        (session.dir / long_mark(name)).touch()
+        session.marked_long.append(nodeid)
+        return
+    path.with_suffix(".sig").write_text(work_signature(side) + "\n")
+    session.stored.append(nodeid)
+
+
+def _stored_signature(baseline: Path) -> str | None:
+    try:
+        return baseline.with_suffix(".sig").read_text().strip()
+    except OSError:
+        return None
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -183,6 +281,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     terminalreporter.write_line(
         f"leadline: {len(session.compared)} tests compared with their baseline "
-        f"({len(session.regressed)} regressed), {len(session.stored)} baselines stored in "
-        f"{session.dir}" + (f", {len(session.short)} too short to sample" if session.short else "")
+        f"({len(session.regressed)} regressed; {len(session.by_calls)} by their calls), "
+        f"{len(session.stored)} baselines stored in {session.dir}"
+        + (
+            f", {len(session.marked_long)} too long to count calls (sampled from the next run)"
+            if session.marked_long
+            else ""
+        )
+        + (f", {len(session.short)} too short to sample" if session.short else "")
     )

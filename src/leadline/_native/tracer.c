@@ -865,13 +865,14 @@ static PyObject *session_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     s->w.max_bytes = max_bytes; /* before the first chunk is queued: no lock needed yet */
     ll_writer_put(&s->w, LL_CHUNK_META, meta.buf, (size_t)meta.len);
     PyBuffer_Release(&meta);
-    err = ll_rss_start(&s->rss, &s->w, period);
+    /* A period of 0: no RSS is read (a record of calls and time alone: no thread for it). */
+    err = period ? ll_rss_start(&s->rss, &s->w, period) : 0;
     if (err) {
         errno = err;
         Py_DECREF(s);
         return PyErr_SetFromErrno(PyExc_OSError);
     }
-    s->rss_started = 1;
+    s->rss_started = period != 0;
     if (heap && !hook_only) s->heap_installed = ll_heap_hooks_install() >= 0;
     pthread_mutex_lock(&ll_global_lock);
     s->gen = ++session_gen;

@@ -89,13 +89,15 @@ def find_culprits(
     owners: Sequence[str],
     changed: set[str],
     root_real: bool,
+    calls: bool = False,
 ) -> list[Culprit]:
     """The culprits of a merged tree (node 0 the root; parents before children): `func` gives
     each node's function, `values` its inclusive cost on each side (BASE, NEW), `sig` whether
     its growth is beyond noise by the full noise model and by counting noise alone (1 grew);
     `func_growth` each function's growth of inclusive cost over the whole tree, `owners` each
-    function's owner, `changed` the owners whose code differs.  Ranked, at most
-    MAX_CULPRITS."""
+    function's owner, `changed` the owners whose code differs.  `calls`: the costs count
+    calls (a work diff), so a node's own growth is more calls made by its caller, and the
+    caller is where that growth comes from.  Ranked, at most MAX_CULPRITS."""
     base, new = values
     full, counting = sig
 
@@ -142,13 +144,19 @@ def find_culprits(
     found: dict[tuple[int, int], Culprit] = {}
     seen: set[int] = set()
     culprit_at, next_at = _culprits_by_node(parent, func, owners, changed)
+    own = _own_growth(parent, base, new) if calls else None
     for e in entries:
         if e == 0:
             continue
         at, below = culprit_at[e], next_at[e]
+        p = parent[e]
+        called = own is not None and p > 0 and own[e] >= EXPLAINED * (new[e] - base[e])
+        if called:
+            # Its own calls grew: the code that makes them is its caller's (or above it).
+            at, below = culprit_at[p], next_at[p] or e
         f = func[at]
         into: int | None = func[below] if below > 0 else None
-        if into is not None and owners[into] == owners[f]:
+        if into is not None and owners[into] == owners[f] and not (called and below == e):
             into = None
         key = (f, -1 if into is None else into)
         cul = found.setdefault(key, Culprit(f, into, 0.0, 0.0, owners[f]))
@@ -163,6 +171,14 @@ def find_culprits(
         cul.nodes.append(node)
     ranked = sorted(found.values(), key=lambda c: (-c.delta, c.func))
     return [c for c in ranked if c.delta > 0][:MAX_CULPRITS]
+
+
+def _own_growth(parent: Sequence[int], base: Sequence[float], new: Sequence[float]) -> list[float]:
+    """Each node's growth of its own cost: of its inclusive cost, less its children's."""
+    own = [new[n] - base[n] for n in range(len(parent))]
+    for n in range(1, len(parent)):
+        own[parent[n]] -= new[n] - base[n]
+    return own
 
 
 def _culprits_by_node(

@@ -32,6 +32,7 @@ weight, plus what the noise of those weights is.  Everything after that works on
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import os
 import re
@@ -49,6 +50,7 @@ from ..capture.foreign import (
     read_pprof,
 )
 from ..capture.reader import MAGIC, Capture
+from ..capture.stop import stopped_early
 from ..errors import LeadlineError
 from ..fleet.pyroscope import FleetQuery, is_fleet_url, parse_fleet_url, select_merge_profile
 from .culprits import STDLIB, Culprit, find_culprits, owner_of
@@ -113,7 +115,7 @@ class Side:
     kind: str  # "sample", "trace", "pprof", "collapsed", "pyroscope"
     measure: str  # what the weights measure: "wall", "cpu", "trace" (wall time of calls) or
     # "samples" (counts of an unknown kind of sampling: pprof or collapsed stacks)
-    unit: str  # "samples" or "ns"
+    unit: str  # "samples", "ns" or "calls" (a trace's work: work_side)
     quantum: float  # the weight of one sample (0 for a trace: no sampling noise)
     seconds: float | None  # seconds per unit of weight (None when unknown)
     funcs: list[Func]
@@ -181,7 +183,7 @@ class Side:
     def describe(self) -> str:
         what = {
             "sample": f"{self.measure}-mode sampling capture",
-            "trace": "trace capture",
+            "trace": "trace capture" + (" (its calls)" if self.measure == "calls" else ""),
             "pprof": f"pprof profile ({self.measure})",
             "collapsed": "collapsed stacks",
             "pyroscope": f"Pyroscope fleet aggregate ({self.measure})",
@@ -339,10 +341,56 @@ def _from_trace(path: str, cap: Capture) -> Side:
         if outer[node]:
             f = side.tree.key[node]
             side.incl_var[f] = side.incl_var.get(f, 0.0) + side.node_var[node]
-    if not cap.complete or cap.damage:
+    if not cap.complete or cap.damage or stopped_early(cap.end):
         side.complete = False
         side.warnings.append(f"{path}: incomplete capture; comparing the calls it holds")
     return side
+
+
+def work_side(side: Side) -> Side:
+    """A trace's deterministic work: each call path weighs the calls made along it, not their
+    time.  Calls do not depend on the machine's speed or load, so two traces of code that did
+    the same work have the same weights (no counting noise, no run-to-run floor), however short
+    they ran; the diff of two such sides names the code whose calls grew (docs/diff.md,
+    "Work")."""
+    if side.kind != "trace":
+        raise LeadlineError(f"calls are counted by traces: {side.describe()} is not one")
+    work = Side(
+        path=side.path,
+        kind="trace",
+        measure="calls",
+        unit="calls",
+        quantum=0.0,
+        seconds=None,
+        funcs=side.funcs,
+        meta=side.meta,
+        warnings=list(side.warnings),
+        tree=side.tree,
+        complete=side.complete,
+    )
+    work.weight = [float(c) for c in side.node_calls]
+    work.node_var = [0.0] * len(work.weight)
+    work.node_calls = list(side.node_calls)
+    work.calls = dict(side.calls)
+    return work
+
+
+def work_signature(side: Side) -> str:
+    """A digest of a work side's calls per call path (functions by name, file and first
+    line): two traces that made the same calls along the same paths have the same one, so an
+    unchanged test's work is known unchanged without a diff."""
+    t = side.tree
+    path = [b""] * len(t)
+    rows = []
+    for n in range(1, len(t)):
+        f = side.funcs[t.key[n]]
+        label = f"{f.name}\0{f.file}\0{f.line}".encode("utf-8", "surrogatepass")
+        path[n] = hashlib.blake2b(path[t.parent[n]] + label, digest_size=12).digest()
+        calls = side.node_calls[n] if n < len(side.node_calls) else 0
+        if calls:
+            rows.append(path[n] + calls.to_bytes(8, "little"))
+    rows.sort()
+    return hashlib.blake2b(b"".join(rows), digest_size=16).hexdigest()
 
 
 def _disturbance(nodes: Iterable[Node]) -> tuple[float, float]:
@@ -771,7 +819,7 @@ class DiffResult:
     base: Side
     new: Side
     settings: Settings
-    unit: str  # "share", "s" or "samples": what the normalised values are
+    unit: str  # "share", "s", "samples" or "calls": what the normalised values are
     functions: list[FunctionDiff]  # ranked
     callers: list[tuple[int, list[tuple[int, Change]]]]  # index into functions; caller index or -1
     tree_parent: list[int]
@@ -821,8 +869,8 @@ def _scales(base: Side, new: Side, s: Settings) -> tuple[float, float, str]:
     n_base, n_new = s.per[0] * base.n_runs, s.per[1] * new.n_runs
     if base.seconds is not None and new.seconds is not None:
         return base.seconds / n_base, new.seconds / n_new, "s"
-    if base.unit == new.unit == "samples":
-        return 1.0 / n_base, 1.0 / n_new, "samples"
+    if base.unit == new.unit and base.unit in ("samples", "calls"):
+        return 1.0 / n_base, 1.0 / n_new, base.unit
     raise LeadlineError(
         f"cannot compare cost per unit of work: {base.describe()} and {new.describe()} do not "
         "share a time base (compare shares of the total instead: leave out --per)"
@@ -1145,6 +1193,7 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
         changed,
         s.tree,
         root_real=by_run,
+        calls=unit == "calls",
     )
     return DiffResult(
         base,
@@ -1295,6 +1344,7 @@ def _tree(
     changed: set[str],
     wanted: bool,
     root_real: bool,
+    calls: bool = False,
 ) -> tuple[tuple[list[int], list[int], list[Change]], list[Culprit], list[list[int]]]:
     """The merged call-path tree (parents, ranked function indexes, changes; its root alone
     unless `wanted`), the culprits found in it (culprits.py; `by_func`: each ranked function's
@@ -1343,6 +1393,7 @@ def _tree(
         owners,
         changed,
         root_real,
+        calls=calls,
     )
     parent: list[int] = [-1]
     tfunc: list[int] = [-1]
@@ -1423,6 +1474,18 @@ def _merged_tree(sides: list[Costs]) -> tuple[StackTree, list[list[Merged]]]:
     return merged, [[v.get(m, (0.0, 0.0, 0)) for m in range(len(merged))] for v in values]
 
 
+WORK_MIN_DELTA = 0.005  # a work diff judges changes of this much of BASE's calls and more
+WORK_MIN_CALLS = 10  # and of at least this many calls
+
+
+def work_settings(base: Side, tree: bool = True) -> Settings:
+    """How two work sides (work_side) are compared: calls per run, without noise (calls are
+    exact), a change judged when it is at least WORK_MIN_DELTA of BASE's calls and
+    WORK_MIN_CALLS calls."""
+    least = max(WORK_MIN_DELTA, WORK_MIN_CALLS / base.total) if base.total > 0 else 1.0
+    return Settings(per=(1.0, 1.0), floor=0.0, min_delta=least, tree=tree, by_run=False)
+
+
 def fail_reasons(result: DiffResult, pct: float) -> list[str]:
     """Functions present on both sides whose exclusive or inclusive cost grew by more than
     `pct` percent of its BASE value even after the noise is taken off (the change less
@@ -1430,6 +1493,7 @@ def fail_reasons(result: DiffResult, pct: float) -> list[str]:
     worst first, the first naming the most likely cause (the first culprit)."""
     out: list[tuple[float, str, int]] = []  # -growth, the line, the function's rank (0: none)
     s = result.settings
+    calls = result.unit == "calls"
     for fd in result.functions:
         if fd.status != "both":
             continue
@@ -1438,14 +1502,15 @@ def fail_reasons(result: DiffResult, pct: float) -> list[str]:
                 continue
             growth = (ch.delta - s.sigma * ch.noise) / ch.base * 100
             if growth > pct:
-                out.append(
-                    (
-                        -growth,
-                        f"{fd.func.name} ({fd.func.module_path}) {what} cost grew "
-                        f"{(ch.delta / ch.base) * 100:.0f}% (at least {growth:.0f}% beyond noise)",
-                        fd.rank,
-                    )
+                name = f"{fd.func.name} ({fd.func.module_path})"
+                line = (
+                    f"{name} {'calls' if what == 'self' else 'calls under it'} grew "
+                    f"{(ch.delta / ch.base) * 100:.0f}% ({ch.base:,.0f} -> {ch.new:,.0f})"
+                    if calls
+                    else f"{name} {what} cost grew {(ch.delta / ch.base) * 100:.0f}% "
+                    f"(at least {growth:.0f}% beyond noise)"
                 )
+                out.append((-growth, line, fd.rank))
                 break
     whole = result.whole
     if whole is not None and whole.sig > 0:

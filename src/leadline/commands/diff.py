@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
@@ -18,6 +19,8 @@ from ..analyse.diff import (
     fail_reasons,
     load_runs,
     parse_per,
+    work_settings,
+    work_side,
 )
 from ..errors import LeadlineError
 from ..render.base import RenderOptions, get_renderer
@@ -97,6 +100,12 @@ def register(sub: Any) -> None:
         "NEW did M (default N); without it, shares of each side's total are compared",
     )
     add_judging_options(p)
+    p.add_argument(
+        "--calls",
+        action="store_true",
+        help="compare two traces by their calls (work the machine's speed does not change) "
+        "instead of their time",
+    )
     p.add_argument(
         "--idle", action="store_true", help="count samples of idle threads too (wall mode)"
     )
@@ -180,6 +189,15 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_of(args, args.per)
     base_in, new_in = split_sides(args.inputs)
     sides = [load_runs(x, idle=args.idle, sample_type=args.sample_type) for x in (base_in, new_in)]
+    if args.calls:
+        if args.per:
+            raise LeadlineError("--calls compares calls per run: leave out --per")
+        if max(side.n_runs for side in sides) > 1:
+            raise LeadlineError("--calls compares one trace a side")
+        sides = [work_side(side) for side in sides]
+        settings = dataclasses.replace(
+            work_settings(sides[0]), sigma=settings.sigma, tree=settings.tree
+        )
     result = compare(sides[0], sides[1], settings)
     html_beside = str(new_in[0]).rstrip("/").rsplit(".", 1)[0] + ".diff.html"
     return show(result, args, html_beside)

@@ -239,6 +239,9 @@ class Recorder:
 
     mode: str = "trace"
     noun: str = "events"  # what the recording's data chunks hold (the writer counts them)
+    # Say on stderr when recording stopped early (a caller that handles a capture cut short
+    # itself, the pytest plugin's work record, turns it off).
+    warn: bool = True
 
     def __init__(self, path: str | os.PathLike[str] | None, argv: list[str] | None) -> None:
         self.argv = list(sys.argv if argv is None else argv)
@@ -370,7 +373,7 @@ class Recorder:
             at = (stop["t"] - self._t_start) * tick_s if stop else 0.0
             total = (counters["t_end"] - self._t_start) * tick_s
             warning = stop_warning(self.path, written, stop, max(at, 0.0), total, self.noun)
-            if warning:
+            if warning and self.warn:
                 print(warning, file=sys.stderr)
         return self.record
 

@@ -61,6 +61,7 @@ class TraceOptions:
     hook_only: bool = False
     rss_period_us: int = 1000
     max_size: int | None = None  # bytes the capture may reach; None: the default; 0: no limit
+    memory: bool = True  # read the process's RSS (False: calls and their time alone)
 
     def trigger_pages(self) -> int:
         if self.rss_trigger < 0:
@@ -74,6 +75,8 @@ class TraceOptions:
             raise LeadlineError("--max-depth must be 0 (no limit) or positive")
         if not 100 <= self.rss_period_us <= 10_000_000:
             raise LeadlineError("the RSS sampling period must be between 100 us and 10 s")
+        if not self.memory and (self.rss_trigger or self.exact_rss or self.heap):
+            raise LeadlineError("a trace without memory has no RSS trigger, exact RSS or heap")
         if self.previous and not self.rss_trigger:
             raise LeadlineError("--previous only makes sense with --rss-trigger")
         if self.max_size is not None and self.max_size < 0:
@@ -179,7 +182,7 @@ class Tracer(Recorder):
             max_depth=o.max_depth,
             exact_rss=o.exact_rss,
             heap=o.heap,
-            rss_period_us=o.rss_period_us,
+            rss_period_us=o.rss_period_us if o.memory else 0,
             filter=make_filter(o.include, o.exclude),
             exclude_prefix=PACKAGE_DIR,
             disable=disable,

@@ -209,7 +209,7 @@
     s = obj(s);
     var parts = [str(s.path), '(' + str(s.kind) + ', ' + str(s.measure) + ')'];
     if (s.python_version) parts.push('Python ' + str(s.python_version));
-    parts.push(s.unit === 'ns' ? fmtNs(num(s.total)) : fmtCount(num(s.total)) + ' samples');
+    parts.push(s.unit === 'ns' ? fmtNs(num(s.total)) : fmtCount(num(s.total)) + (s.unit === 'calls' ? ' calls' : ' samples'));
     if (s.units_of_work !== null && s.units_of_work !== undefined) parts.push(fmtCount(num(s.units_of_work)) + ' units of work');
     return parts.join(' ');
   }
@@ -220,7 +220,7 @@
     var fact = LL.facts();
     fact('Base', sideText(data.base), arr(obj(data.base).argv).join(' '));
     fact('New', sideText(data.new), arr(obj(data.new).argv).join(' '));
-    fact('Normalised', norm.by === 'run' ? 'per run (the whole program\'s time changed beyond noise)' : norm.by === 'per' ? 'per unit of work (' + (unit === 's' ? 'time' : unit) + ')' : 'share of each side\'s total');
+    fact('Normalised', unit === 'calls' ? 'calls per run (exact: no noise)' : norm.by === 'run' ? 'per run (the whole program\'s time changed beyond noise)' : norm.by === 'per' ? 'per unit of work (' + (unit === 's' ? 'time' : unit) + ')' : 'share of each side\'s total');
     var noise = '> ' + num(data.sigma) + ' σ, floor ' + Math.round(num(data.noise_floor) * 100) + '%';
     var raced = Math.max(num(obj(data.base).raced), num(obj(data.new).raced));
     if (raced >= 0.005) noise += ' + ' + Math.round(raced * 100) + '% of stack reads raced';
@@ -401,7 +401,7 @@
 
   function wire() {
     var metric = byId('ll-metric');
-    LL.fillSelect(metric, [['cost', unit === 'share' ? 'Share of total' : 'Cost per unit']]);
+    LL.fillSelect(metric, [['cost', unit === 'share' ? 'Share of total' : unit === 'calls' ? 'Calls' : 'Cost per unit']]);
     var side = byId('ll-tree');
     side.addEventListener('change', function () {
       state.side = side.value === 'base' ? 'base' : 'new';

@@ -44,7 +44,7 @@ def _side_line(label: str, side: Side, units: float | None) -> str:
     if side.meta.get("python_version"):
         parts.append(f"Python {side.meta['python_version']}")
     total = side.total
-    parts.append(f"total {fmt_ns(total)}" if side.unit == "ns" else f"{total:,.0f} samples")
+    parts.append(f"total {fmt_ns(total)}" if side.unit == "ns" else f"{total:,.0f} {side.unit}")
     if side.n_runs > 1:
         parts[-1] += " in all"
     if units is not None:
@@ -73,6 +73,14 @@ def header_lines(r: DiffResult) -> list[str]:
         noise = f"counting noise + {100 * (s.floor or 0):g}% run-to-run floor" + (
             f" + {100 * raced:.0f}% of stack reads raced" if raced >= 0.005 else ""
         )
+    if r.unit == "calls":
+        least = s.min_delta * r.base.total
+        return [
+            _side_line("BASE", r.base, None),
+            _side_line("NEW ", r.new, None),
+            "Compared by calls per run, which are exact (no noise): a change counts from "
+            f"{least:,.0f} calls ({100 * s.min_delta:.2g}% of BASE's)",
+        ] + [f"warning: {w}" for w in r.base.warnings + r.new.warnings]
     lines = [
         _side_line("BASE", r.base, per[0] if per and not r.by_run else None),
         _side_line("NEW ", r.new, per[1] if per and not r.by_run else None),
