@@ -133,10 +133,14 @@ def test_in_chromium(doc: dict[str, Any], page: str, tmp_path: Path) -> None:
     assert int(state["blue"]) == frame_counts(doc, "base")["blue"]
 
 
+@pytest.mark.statistical
 def test_cli_diff_html_in_chromium(tmp_path: Path) -> None:
     """Two real runs, one with `hot` five times slower: `leadline diff --html`.  `hot` is a
     quarter of BASE and most of NEW, well beyond the 4-sigma-plus-floor threshold even for a
-    short run (a 3x slowdown of half the program, 50% -> 75%, sat on the threshold)."""
+    short run (a 3x slowdown of half the program, 50% -> 75%, sat on the threshold).  A claim
+    on two sampled runs, recorded anew at a second attempt: in CI (3.12, two tests at a time)
+    `hot` was once not flagged, as test_diff's x3 claim was on a loaded host (the whole-program
+    verdict under load, open)."""
     write(
         tmp_path,
         "prog.py",
@@ -189,7 +193,8 @@ def test_cli_diff_html_in_chromium(tmp_path: Path) -> None:
     result = render_in_chromium(out, "", actions=[FIRST_ROW_JS, hover_frame_js("hot")])
     state = assert_clean(result, out)
     assert {"hot", "cold", "<module>"} <= set(rendered(state))
-    assert int(state["red"]) >= 1
+    why = leadline("diff", "a.lead", "b.lead", cwd=tmp_path).stdout[:1500]
+    assert int(state["red"]) >= 1, why
     first, tip = result.results
     assert first == "hot"
     assert "beyond noise: grew" in tip
