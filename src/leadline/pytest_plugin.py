@@ -1,22 +1,22 @@
-"""The pytest plugin: ``pytest --leadline-baseline DIR`` profiles every test and fails a test
-whose profile regressed against the one stored for it.
+"""The pytest plugin: ``pytest --leadline-baseline DIR`` records every test and fails a test
+whose record regressed against the one stored for it.
 
-The first run (or ``--leadline-update``) stores each test's profile as ``DIR/<test>.lead``.
-Later runs profile the test again, into ``DIR/latest/<test>.lead``, and compare the two with
-``leadline diff``'s rules: a test fails when one of its functions costs more than
-``--leadline-fail-above`` percent (default 25) more than in the baseline, beyond noise.  Costs
-are shares of the test's samples by default, which the speed of a shared CI machine does not
-change; ``--leadline-per-run`` compares time per run of the test instead, which also sees a
-test that became uniformly slower but is only as steady as the machine.
-``leadline diff DIR/<test>.lead DIR/latest/<test>.lead --html`` shows why.
+Each test is recorded one way, never two at once (a tracer's hooks would weigh on samples):
 
-Each test's work is recorded too, by a trace of its calls (``DIR/<test>.calls.lead``, up to
-WORK_OPTIONS' size): calls do not depend on the machine's speed or load, so a test too short for
-a single sample is still compared, and fails when a function's calls (or the calls made under
-it) grew more than the same percentage, naming the code that makes the new calls
-(``leadline diff --calls``).
+- by its calls (a trace, ``DIR/<test>.calls.lead``, up to WORK_OPTIONS' size, with a digest of
+  its calls beside it): calls do not depend on the machine's speed or load, so a test too short
+  for a single sample is still compared, and fails when a function's calls (or the calls made
+  under it) grew more than ``--leadline-fail-above`` percent (default 25), naming the code that
+  makes the new calls (``leadline diff --calls``);
+- by samples (``DIR/<test>.lead``), once its calls overran that record (``DIR/<test>.long``):
+  it fails when a function's cost grew more than the same percentage beyond noise.  Costs are
+  shares of the test's samples by default, which the speed of a shared CI machine does not
+  change; ``--leadline-per-run`` compares time per run of the test instead, which also sees a
+  test that became uniformly slower but is only as steady as the machine.
 
-The plugin is installed with leadline and does nothing unless ``--leadline-baseline`` is given.
+The first run (or ``--leadline-update``) stores the baselines; later runs record into
+``DIR/latest/`` and compare.  The plugin is installed with leadline and does nothing unless
+``--leadline-baseline`` is given.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ class _Session:
         self.stored: list[str] = []
         self.compared: list[str] = []
         self.regressed: list[str] = []
-        self.short: list[str] = []  # compared by nothing
+        self.short: list[str] = []  # sampled, but a side has no sample: not compared
         self.by_calls: list[str] = []  # compared by their calls
         self.marked_long: list[str] = []  # too many calls to count: sampled from the next run
 
