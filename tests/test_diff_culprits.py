@@ -107,6 +107,32 @@ def test_the_caller_of_a_standard_library_leaf_is_the_culprit() -> None:
     )
 
 
+def test_fail_above_sees_a_culprit_that_base_never_sampled() -> None:
+    """BASE's `find_plugins` was too cheap to be sampled, so NEW's is a new function, called
+    by the program's root, whose total share cannot grow (what `compare --runs 2` met on a
+    loaded host, test_compare.py): the culprit's new cost is 29% of the program, at least 17%
+    beyond noise (less 4 sigma of the 10% floor on its 29%), so it fails `--fail-above 15`,
+    not 20; before, nothing failed however large it was."""
+    find = fn("find_plugins", f"{SITE}/mylib/plugins.py", 4)
+    load = fn("load", f"{SITE}/mylib/plugins.py", 8)
+    eps = fn("entry_points", f"{STD}/importlib/metadata/__init__.py", 900)
+    read = fn("mtime", f"{STD}/importlib/metadata/__init__.py", 695)
+    base = side({(MAIN, load): 9000}, argv=["a.py"])
+    new = side({(MAIN, load): 9000, (MAIN, find, eps): 600, (MAIN, find, eps, read): 3000})
+    r = compare(base, new)
+    assert r.whole is None and r.unit == "share"  # not the same command: shares
+    assert names(r)[0] == ("find_plugins", "entry_points")
+    assert next(f for f in r.functions if f.func.name == "find_plugins").status == "new"
+    reasons = fail_reasons(r, 15)
+    assert reasons == [
+        "find_plugins (mylib/plugins.py:4), now calls entry_points "
+        "(importlib/metadata/__init__.py:900): added 29% of the program's cost (at least "
+        "17% beyond noise)"
+    ], reasons  # the line is the culprit's own: no "most likely cause" after it
+    assert fail_reasons(r, 20) == []
+    assert fail_reasons(compare(base, side({(MAIN, load): 9000}, argv=["b.py"])), 0) == []
+
+
 def test_a_leaf_in_the_programs_own_code_is_its_own_culprit() -> None:
     fs = [fn(f"f{i}", f"{SITE}/lib/m.py", 10 * i) for i in range(10)]
     base = side({(MAIN, f): 500 for f in fs})

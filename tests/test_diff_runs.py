@@ -14,7 +14,17 @@ from diffsides import side_of
 from support import flagged_rows, leadline
 from test_diff import SYNTH, profiled
 
-from leadline.analyse.diff import Func, Settings, Side, compare, merge_runs
+from leadline.analyse.diff import (
+    WHOLE_FLOOR,
+    WHOLE_PRIOR_DOF,
+    WHOLE_SIGMA,
+    Func,
+    Settings,
+    Side,
+    _RunJudge,
+    compare,
+    merge_runs,
+)
 from leadline.analyse.stats import compare_runs, t_threshold
 
 RUNS = 10
@@ -71,6 +81,32 @@ def test_runs_replace_the_floor_and_find_a_small_change() -> None:
     assert r.detectable is not None and r.detectable[0] < 0.15 and r.detectable[1] == 50
     single = compare(run_side(0, 1.0, 0.03, 1), run_side(0, 1.2, 0.03, 2), Settings())
     assert not single.grew and single.detectable is not None and single.detectable[0] > 0.3
+
+
+def test_the_whole_program_from_five_runs_on_a_busy_host() -> None:
+    """The whole program's time per run from five runs a side recorded interleaved: the floor
+    is a prior the runs' spread updates.  The runs are the sample counts of a `compare` of two
+    library versions on a loaded CI host (test_compare.py), whose BASE side spread 15% (one run
+    47% above the others): every NEW run above every BASE run, x1.5, which judging by the
+    spread alone at its two degrees of freedom (the trimmed paired differences of five runs)
+    called within noise."""
+    base = [760.0, 870.0, 999.0, 774.0, 1118.0]
+    new = [1337.0, 1369.0, 1285.0, 1454.0, 1360.0]
+    mb, mn = sum(base) / 5, sum(new) / 5
+    floor = sum((WHOLE_FLOOR * m) ** 2 / 5 for m in (mb, mn))
+    judge = _RunJudge(WHOLE_SIGMA, 0.0, paired=True, prior_dof=WHOLE_PRIOR_DOF)
+    assert judge(mb, mn, base, new, floor).sig == 1
+    switch = _RunJudge(WHOLE_SIGMA, 0.0, phi=1.0, paired=True)
+    assert switch(mb, mn, base, new, floor).sig == 0
+    # Runs that spread like this and differ by chance are within noise: the same BASE runs
+    # against themselves in another order, and against NEW's order with NEW's spread.
+    assert judge(mb, mb, base, base[::-1], floor).sig == 0
+    shuffled = [base[2], base[0], base[4], base[1], base[3]]
+    assert judge(mb, sum(shuffled) / 5, base, shuffled, floor).sig == 0
+    # A spread below the floor never makes the noise smaller than the floor's.
+    flat, higher = [1000.0, 1001.0, 999.0, 1000.0, 1000.0], [1090.0, 1090.0, 1090.0, 1091.0, 1089.0]
+    prior = 2 * (WHOLE_FLOOR * 1045) ** 2 / 5
+    assert judge(1000.0, 1090.0, flat, higher, prior).noise >= prior**0.5
 
 
 def test_runs_of_a_side_must_be_recorded_alike() -> None:

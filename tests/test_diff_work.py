@@ -77,6 +77,14 @@ def test_calls_name_the_caller_of_the_new_calls(tmp_path: Path) -> None:
     # The same program twice: the same calls, nothing flagged, no culprit.
     same = diff_calls(tmp_path, base, again)
     assert same["summary"]["grew"] == same["summary"]["shrank"] == 0 and same["culprits"] == []
+    # An explicit --min-delta or --noise-floor is honoured: f's 40 more calls are less than 41
+    # (43 on 3.11) as a percentage of BASE's calls, and than 4 sigma of a 20% floor on 70.
+    assert data["summary"]["grew"] > 0
+    least = f"{100 * 41 / data['base']['total']:.2f}"
+    for option in (["--min-delta", least], ["--noise-floor", "20"]):
+        judged = diff_calls(tmp_path, base, more, *option)
+        rows = {f["name"]: f for f in judged["functions"]}
+        assert rows["f"]["sig_self"] == 0, option
 
     # The text says so, and --fail-above fails on calls that grew.
     r = leadline("diff", "--calls", base, more, "--fail-above", "25", cwd=tmp_path, env_extra=WIDE)

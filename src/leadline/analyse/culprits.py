@@ -74,6 +74,7 @@ class Culprit:
     owner: str
     # The merged tree's nodes its figure comes from: its calls into other code, else its entries.
     nodes: list[int] = field(default_factory=list)
+    noise: float = 0.0  # of its change (the nodes' noises, added as independent ones)
 
     @property
     def delta(self) -> float:

@@ -79,6 +79,9 @@ FEW_CALLS = 3  # a traced function called fewer times has too few calls to show 
 # one comparison, not hundreds as for functions, so fewer than `sigma`.
 WHOLE_FLOOR = 0.05
 WHOLE_SIGMA = 3.0
+# From MIN_RUNS runs a side, WHOLE_FLOOR is a prior the runs' spread updates (as a variance
+# measured with this many degrees of freedom), not a figure they replace (bench/whole_judge.py).
+WHOLE_PRIOR_DOF = 4.0
 # Runs per side from which the noise of every change is measured from the spread of the runs
 # (Welch's two-sample comparison) instead of assumed (the run-to-run floor).
 MIN_RUNS = 5
@@ -1030,7 +1033,9 @@ def whole_program(base: Side, new: Side) -> Change | None:
         # The floor is the noise the runs are judged against unless they spread more (as a
         # function's pooled noise is, _RunJudge).
         per_run = [[r.total * (r.seconds or 0.0) for r, _ in side.runs] for side in (base, new)]
-        judge = _RunJudge(WHOLE_SIGMA, 0.0, phi=1.0, paired=interleaved(base, new))
+        judge = _RunJudge(
+            WHOLE_SIGMA, 0.0, paired=interleaved(base, new), prior_dof=WHOLE_PRIOR_DOF
+        )
         return judge(means[0], means[1], per_run[0], per_run[1], var)
     return _verdict(means[0], means[1], math.sqrt(var), WHOLE_SIGMA, 0.0)
 
@@ -1072,17 +1077,34 @@ class _RunJudge:
       host's phases), that spread, judged at the t quantile as rare at its degrees of freedom
       as `sigma` of a normal (4 sigma is 6.2 at ten runs a side).
 
+    With `prior_dof` (the whole program's time, one comparison whose noise is an assumed
+    floor, measured on another host, not one measured on this profile's functions), the noise
+    is neither: the counting variance (there, the floor's) is a prior worth `prior_dof`
+    degrees of freedom that the runs' measured spread updates (the variance of both, weighed by
+    their degrees of freedom, never below the prior), judged at the t quantile of their summed
+    degrees of freedom.  A switch from the floor to the spread alone at five runs a side (two
+    degrees of freedom once trimmed: 6.4 times the spread at 3 sigma) judged identical runs
+    changed 6% to 9% of the time on a host whose runs spread two to three times the floor, and
+    missed a 1.5x slowdown more often than it caught it; this rule judged them changed 2% to
+    5% of the time and caught 1.5x two to three times in four (bench/whole_judge.py).
+
     The values shown stay each side's mean run (they add up along a call path).  The noise it
     gives is scaled so that `sigma` of it is the threshold used, so everything after reads it
     as any other noise."""
 
     def __init__(
-        self, sigma: float, least: float, phi: float | None = None, paired: bool = False
+        self,
+        sigma: float,
+        least: float,
+        phi: float | None = None,
+        paired: bool = False,
+        prior_dof: float | None = None,
     ) -> None:
         self.sigma = sigma
         self.least = least
         self.phi = phi  # None: every change is judged by its own spread
         self.paired = paired  # the sides' runs were recorded interleaved: compared round by round
+        self.prior_dof = prior_dof  # the counting variance is a prior the spread updates
         self._thresholds: dict[float, float] = {}
 
     def _threshold(self, dof: float) -> float:
@@ -1100,7 +1122,11 @@ class _RunJudge:
         c = compare_runs(runs_b, runs_n, paired=self.paired)
         d = c.diff
         pooled = self.phi * counting if self.phi is not None and counting > 0 else None
-        if pooled is not None and not c.se**2 > pooled * chi2_ratio(c.dof, 0.99):
+        if self.prior_dof is not None and counting > 0 and math.isfinite(c.dof):
+            dof = self.prior_dof + c.dof
+            var = max(counting, (self.prior_dof * counting + c.dof * c.se**2) / dof)
+            noise = math.sqrt(var) * self._threshold(dof) / self.sigma
+        elif pooled is not None and not c.se**2 > pooled * chi2_ratio(c.dof, 0.99):
             noise = math.sqrt(max(pooled, c.se**2))
         elif c.se > 0:
             noise = c.se * self._threshold(c.dof) / self.sigma
@@ -1395,6 +1421,8 @@ def _tree(
         root_real,
         calls=calls,
     )
+    for c in culprits:
+        c.noise = math.sqrt(math.fsum(noise_at[m] ** 2 for m in c.nodes if m > 0))
     parent: list[int] = [-1]
     tfunc: list[int] = [-1]
     tchange: list[Change] = [Change(cb.total, cn.total, 0.0, 0)]
@@ -1489,9 +1517,13 @@ def work_settings(base: Side, tree: bool = True) -> Settings:
 def fail_reasons(result: DiffResult, pct: float) -> list[str]:
     """Functions present on both sides whose exclusive or inclusive cost grew by more than
     `pct` percent of its BASE value even after the noise is taken off (the change less
-    sigma standard deviations), and the whole program's time per run likewise; one line each,
-    worst first, the first naming the most likely cause (the first culprit)."""
-    out: list[tuple[float, str, int]] = []  # -growth, the line, the function's rank (0: none)
+    sigma standard deviations), culprits whose new cost so taken is more than `pct` percent of
+    the program's (BASE's total: a function new in NEW judged through its callers, when they
+    are the program's root, whose total a share cannot show growing), and the whole program's
+    time per run likewise; one line each, worst first, the first naming the most likely cause
+    (the first culprit) unless it is that culprit's own line."""
+    # -growth, the line, the function's rank (0: none), the culprit's rank (0: not a culprit's)
+    out: list[tuple[float, str, int, int]] = []
     s = result.settings
     calls = result.unit == "calls"
     for fd in result.functions:
@@ -1510,8 +1542,21 @@ def fail_reasons(result: DiffResult, pct: float) -> list[str]:
                     else f"{name} {what} cost grew {(ch.delta / ch.base) * 100:.0f}% "
                     f"(at least {growth:.0f}% beyond noise)"
                 )
-                out.append((-growth, line, fd.rank))
+                out.append((-growth, line, fd.rank, 0))
                 break
+    named = {rank for _, _, rank, _ in out}
+    total = result.tree_change[0].base if result.tree_change else 0.0
+    for i, c in enumerate(result.culprits, 1):
+        if total <= 0 or result.functions[c.func].rank in named:
+            continue
+        growth = (c.delta - s.sigma * c.noise) / total * 100
+        if growth > pct:
+            what = "calls" if calls else "cost"
+            line = (
+                f"{culprit_text(result, c)}: added {c.delta / total * 100:.0f}% of the "
+                f"program's {what} (at least {growth:.0f}% beyond noise)"
+            )
+            out.append((-growth, line, result.functions[c.func].rank, i))
     whole = result.whole
     if whole is not None and whole.sig > 0:
         growth = (whole.delta - WHOLE_SIGMA * whole.noise) / whole.base * 100
@@ -1522,11 +1567,12 @@ def fail_reasons(result: DiffResult, pct: float) -> list[str]:
                     f"the whole program's time per run grew {whole.delta / whole.base * 100:.0f}% "
                     f"(at least {growth:.0f}% beyond noise)",
                     0,
+                    0,
                 )
             )
     out.sort()
-    lines = [line for _, line, _ in out]
-    if lines and result.culprits:
+    lines = [line for _, line, _, _ in out]
+    if lines and result.culprits and out[0][3] != 1:
         top = result.culprits[0]
         # Said unless the first line names the culprit already (its own code grew).
         if top.into is not None or result.functions[top.func].rank != out[0][2]:

@@ -163,9 +163,9 @@ def add_judging_options(p: argparse.ArgumentParser) -> None:
         "--min-delta",
         metavar="PCT",
         type=_pct,
-        default=100 * DEFAULT_MIN_DELTA,
+        default=None,
         help="changes smaller than this %% of the total are never flagged "
-        f"(default {100 * DEFAULT_MIN_DELTA:g})",
+        f"(default {100 * DEFAULT_MIN_DELTA:g}; with --calls, 0.5%% and 10 calls)",
     )
     p.add_argument("--limit", type=int, default=None, help="rows to show (text: 25)")
     p.add_argument("-o", "--output", help="write here instead of standard output")
@@ -179,7 +179,7 @@ def settings_of(args: argparse.Namespace, per: str | None = None) -> Settings:
         per=parse_per(per) if per else None,
         sigma=args.sigma,
         floor=None if args.noise_floor is None else args.noise_floor / 100,
-        min_delta=args.min_delta / 100,
+        min_delta=DEFAULT_MIN_DELTA if args.min_delta is None else args.min_delta / 100,
         tree=args.format == "html",
         by_run=not args.shares,
     )
@@ -195,8 +195,14 @@ def run(args: argparse.Namespace) -> int:
         if max(side.n_runs for side in sides) > 1:
             raise LeadlineError("--calls compares one trace a side")
         sides = [work_side(side) for side in sides]
+        work = work_settings(sides[0])
         settings = dataclasses.replace(
-            work_settings(sides[0]), sigma=settings.sigma, tree=settings.tree
+            work,
+            sigma=settings.sigma,
+            tree=settings.tree,
+            # Calls are exact: no floor and the least change work_settings gives, unless asked.
+            floor=work.floor if args.noise_floor is None else settings.floor,
+            min_delta=work.min_delta if args.min_delta is None else settings.min_delta,
         )
     result = compare(sides[0], sides[1], settings)
     html_beside = str(new_in[0]).rstrip("/").rsplit(".", 1)[0] + ".diff.html"
