@@ -6,7 +6,7 @@ Two rules, both `analyse.diff._RunJudge`:
 
 * `switch` (before): the floor, unless the runs' measured spread exceeds it beyond chance (the
   99th percentile of a chi-square), then that spread alone at its degrees of freedom;
-* `prior` (now): the floor as a prior worth WHOLE_PRIOR_DOF degrees of freedom that the
+* `prior` (now): the floor as a prior worth PRIOR_DOF (4) degrees of freedom that the
   measured spread updates (never below the floor), at the t quantile of their summed freedom.
 
 Each cell is the percentage of trials judged changed: at ratio 1.0 a false claim (3 sigma is
@@ -24,7 +24,7 @@ import random
 import sys
 from pathlib import Path
 
-from leadline.analyse.diff import MIN_RUNS, WHOLE_FLOOR, WHOLE_PRIOR_DOF, WHOLE_SIGMA, _RunJudge
+from leadline.analyse.diff import MIN_RUNS, WHOLE_FLOOR, WHOLE_SIGMA, _RunJudge
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RATIOS = (1.0, 1.15, 1.3, 1.5)
@@ -32,7 +32,7 @@ SPREADS = (1, 2, 3, 5)  # each run's time spreads by this many floors (standard 
 SLOWED = 0.15  # the chance that a busy host slows a run by a further 1.2x to 1.6x
 RULES = {
     "switch": lambda: _RunJudge(WHOLE_SIGMA, 0.0, phi=1.0, paired=True),
-    "prior": lambda: _RunJudge(WHOLE_SIGMA, 0.0, paired=True, prior_dof=WHOLE_PRIOR_DOF),
+    "prior": lambda: _RunJudge(WHOLE_SIGMA, 0.0, paired=True, counting_is_prior=True),
 }
 
 

@@ -16,7 +16,6 @@ from test_diff import SYNTH, profiled
 
 from leadline.analyse.diff import (
     WHOLE_FLOOR,
-    WHOLE_PRIOR_DOF,
     WHOLE_SIGMA,
     Func,
     Settings,
@@ -94,7 +93,7 @@ def test_the_whole_program_from_five_runs_on_a_busy_host() -> None:
     new = [1337.0, 1369.0, 1285.0, 1454.0, 1360.0]
     mb, mn = sum(base) / 5, sum(new) / 5
     floor = sum((WHOLE_FLOOR * m) ** 2 / 5 for m in (mb, mn))
-    judge = _RunJudge(WHOLE_SIGMA, 0.0, paired=True, prior_dof=WHOLE_PRIOR_DOF)
+    judge = _RunJudge(WHOLE_SIGMA, 0.0, paired=True, counting_is_prior=True)
     assert judge(mb, mn, base, new, floor).sig == 1
     switch = _RunJudge(WHOLE_SIGMA, 0.0, phi=1.0, paired=True)
     assert switch(mb, mn, base, new, floor).sig == 0
@@ -187,3 +186,26 @@ def test_ten_runs_a_side(tmp_path: Path) -> None:
         data = diff_json(*order[:RUNS], "--", *order[RUNS:], cwd=tmp_path)
         assert flagged_rows(data) == [], (flagged_rows(data), data["detectable"])
         assert data["culprits"] == []
+
+
+def test_few_functions_judge_their_runs_against_the_floor_too() -> None:
+    """Five runs a side of a three-function profile (a short test's), each weight moving 8%
+    from run to run: no factor can be pooled from so few functions, so each function's noise
+    is the floor updated by its own spread (at Yuen's four degrees of freedom alone, the
+    threshold would be 16 of its standard errors): f2 tripled is seen, and nothing else."""
+
+    def run(i: int, f2: float, seed: int) -> Side:
+        rng = random.Random(seed * 100 + i)
+        main = Func("main", "/srv/t.py", 1)
+        weights = {"f0": 600.0, "f1": 300.0, "f2": 100.0 * f2}
+        stacks = {
+            (main, Func(name, "/srv/t.py", 10 + k)): w * (1 + rng.gauss(0, 0.08))
+            for k, (name, w) in enumerate(weights.items())
+        }
+        return side_of(stacks, path=f"t{seed}-{i}.lead", meta={"argv": ["t.py"]})
+
+    base = merge_runs([run(i, 1.0, 1) for i in range(5)], "base")
+    new = merge_runs([run(i, 3.0, 2) for i in range(5)], "new")
+    r = compare(base, new, Settings(by_run=False))
+    assert r.from_runs and [fd.func.name for fd in r.grew] == ["f2"]
+    assert r.detectable is not None and r.detectable[0] < 1.0

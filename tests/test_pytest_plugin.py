@@ -325,3 +325,60 @@ def test_a_real_suite_is_compared_by_its_calls(tmp_path: Path) -> None:
     # The predicate (named by its qualified name from 3.11 on, `<lambda>` before).
     assert reason.split(" (")[0].endswith("<lambda>") and "tests/test_recipes.py)" in reason
     assert "calls grew 400% (10 -> 50)" in reason, reason
+
+
+@pytest.mark.statistical
+def test_more_runs_a_side_measure_the_noise(tmp_path: Path) -> None:
+    """`--leadline-runs 5`: a sampled test runs five times into a folder a side, compared as
+    `leadline diff` compares five runs a side (the noise measured from their spread); a test
+    compared by its calls runs once."""
+    write(tmp_path, "test_suite.py", SUITE)
+    runs = ("--leadline-baseline", "base", "--leadline-runs", "5")
+    r = pytest_run(tmp_path, *runs)  # the calls recorded; test_work is marked long
+    assert r.returncode == 0 and plugin_summary(r.stdout).long == 1, r.stdout + r.stderr
+    r = pytest_run(tmp_path, *runs)  # test_quick compared by its calls, test_work's runs stored
+    summary = plugin_summary(r.stdout)
+    assert (summary.compared, summary.by_calls, summary.stored) == (1, 1, 1), r.stdout
+    folder = "test_suite.py__test_work.runs"
+    stored = sorted(p.name for p in (tmp_path / "base" / folder).iterdir())
+    assert stored == [f"{i:02d}.lead" for i in range(1, 6)]
+
+    r = pytest_run(tmp_path, *runs)
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = plugin_summary(r.stdout)
+    assert (summary.compared, summary.regressed) == (2, 0), r.stdout
+    assert len(list((tmp_path / "base" / "latest" / folder).glob("*.lead"))) == 5
+
+    # `helper` 5 times slower: about 11% of the test's samples become about 38%.
+    r = pytest_run(tmp_path, *runs, slow=5)
+    assert r.returncode == 1 and "FAILED test_suite.py::test_work" in r.stdout, r.stdout
+    reason = next(ln for ln in r.stdout.splitlines() if "cost grew" in ln)
+    assert reason.strip().startswith("helper ("), reason
+    assert f"see: leadline diff base/{folder} base/latest/{folder}" in r.stdout
+    shown = leadline("diff", f"base/{folder}", f"base/latest/{folder}", "--json", cwd=tmp_path)
+    data = json.loads(shown.stdout)
+    assert data["base"]["runs"] == data["new"]["runs"] == 5 and data["noise_from_runs"] is True
+
+
+ONCE = """
+    SEEN = []
+
+    def test_once():
+        SEEN.append(1)
+        assert len(SEEN) == 1  # fails when its function is called again
+        assert sum(i for i in range(4_000_000)) > 0  # a generator's every step: too many calls
+"""
+
+
+def test_a_test_that_cannot_run_twice_is_compared_with_fewer_runs(tmp_path: Path) -> None:
+    write(tmp_path, "test_suite.py", ONCE)
+    runs = ("--leadline-baseline", "base", "--leadline-runs", "3")
+    r = pytest_run(tmp_path, *runs)
+    assert r.returncode == 0 and plugin_summary(r.stdout).long == 1, r.stdout + r.stderr
+    r = pytest_run(tmp_path, *runs)  # its first run passes: the test passes, one run stored
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout + r.stderr
+    assert "1 run fewer times than asked (failed when run again)" in r.stdout
+    stored = sorted(p.name for p in (tmp_path / "base" / "test_suite.py__test_once.runs").iterdir())
+    assert stored == ["01.lead"]
+    r = pytest_run(tmp_path, "--leadline-baseline", "base", "--leadline-runs", "0")
+    assert r.returncode == 4 and "--leadline-runs must be between 1 and 100" in r.stderr

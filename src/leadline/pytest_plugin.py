@@ -13,6 +13,9 @@ Each test is recorded one way, never two at once (a tracer's hooks would weigh o
   shares of the test's samples by default, which the speed of a shared CI machine does not
   change; ``--leadline-per-run`` compares time per run of the test instead, which also sees a
   test that became uniformly slower but is only as steady as the machine.
+  ``--leadline-runs N`` runs such a test N times (its function called again with the same
+  fixtures) into ``DIR/<test>.runs/``, and compares N runs a side as ``leadline diff`` does:
+  from 5, the noise is measured from the runs' spread instead of assumed.
 
 The first run (or ``--leadline-update``) stores the baselines; later runs record into
 ``DIR/latest/`` and compare.  The plugin is installed with leadline and does nothing unless
@@ -32,9 +35,12 @@ import pytest
 from .analyse.diff import (
     DEFAULT_SIGMA,
     Settings,
+    Side,
     compare,
+    expand_inputs,
     fail_reasons,
     load_side,
+    merge_runs,
     work_settings,
     work_side,
     work_signature,
@@ -44,6 +50,7 @@ from .record.profiler import ProfileOptions, Profiler
 from .record.tracer import TraceOptions, Tracer
 
 LATEST = "latest"
+MAX_RUNS = 100  # --leadline-runs
 # A test's work record: its calls, up to this size (a test with more calls than that, about
 # 300,000, runs long enough for its samples to speak for it).
 WORK_OPTIONS = TraceOptions(heap=False, memory=False, max_size=4 << 20)
@@ -81,6 +88,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=float,
         default=1000.0,
         help="sampling rate (default 1000 Hz)",
+    )
+    group.addoption(
+        "--leadline-runs",
+        metavar="N",
+        type=int,
+        default=1,
+        help="run each sampled test N times and compare N runs a side (from 5, noise is "
+        "measured from their spread); tests compared by their calls run once",
     )
     group.addoption(
         "--leadline-mode",
@@ -138,6 +153,8 @@ class _Session:
         self.short: list[str] = []  # sampled, but a side has no sample: not compared
         self.by_calls: list[str] = []  # compared by their calls
         self.marked_long: list[str] = []  # too many calls to count: sampled from the next run
+        self.runs: int = config.getoption("leadline_runs")
+        self.fewer: list[str] = []  # failed when run again: fewer runs than asked
 
 
 _KEY = pytest.StashKey[_Session]()
@@ -148,6 +165,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("leadline_baseline", None):
         session = _Session(config)
         try:
+            if not 1 <= session.runs <= MAX_RUNS:
+                raise LeadlineError(f"--leadline-runs must be between 1 and {MAX_RUNS}")
             session.options.validate()
             (session.dir / LATEST).mkdir(parents=True, exist_ok=True)
         except (LeadlineError, OSError) as e:
@@ -158,6 +177,11 @@ def pytest_configure(config: pytest.Config) -> None:
 def work_name(name: str) -> str:
     """The file of a test's work record beside its profile `name` (``x.lead``: ``x.calls.lead``)."""
     return name[: -len(".lead")] + ".calls.lead"
+
+
+def runs_name(name: str) -> str:
+    """The folder of a sampled test's runs (``--leadline-runs``) beside its profile `name`."""
+    return name[: -len(".lead")] + ".runs"
 
 
 def long_mark(name: str) -> str:
@@ -171,7 +195,8 @@ class _Plan:
 
     trace: bool  # its calls (a short test) or its samples (a long one)
     store: bool  # as its baseline, or into LATEST to compare
-    path: Path
+    path: Path  # a capture, or with `runs`, the folder of its runs
+    runs: int = 1
 
 
 def _plan(session: _Session, name: str) -> _Plan:
@@ -181,8 +206,11 @@ def _plan(session: _Session, name: str) -> _Plan:
     and the next run stores its samples."""
     d = session.dir
     if (d / long_mark(name)).exists():
-        store = session.update or not (d / name).exists()
-        return _Plan(False, store, (d if store else d / LATEST) / name)
+        # Several runs are a folder of captures, one run a capture: asking for another number
+        # of runs than the baseline's stores a baseline of that many.
+        sampled = name if session.runs == 1 else runs_name(name)
+        store = session.update or not (d / sampled).exists()
+        return _Plan(False, store, (d if store else d / LATEST) / sampled, session.runs)
     store = session.update or not (d / work_name(name)).exists()
     return _Plan(True, store, (d if store else d / LATEST) / work_name(name))
 
@@ -198,6 +226,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     if plan.trace:
         recorder = Tracer(plan.path, WORK_OPTIONS, argv=[item.nodeid])
         recorder.warn = False  # a record cut short marks the test long, below
+    elif plan.runs > 1:
+        _empty_runs(plan.path)
+        recorder = Profiler(plan.path / _run_file(1), session.options, argv=[item.nodeid])
     else:
         recorder = Profiler(plan.path, session.options, argv=[item.nodeid])
     recorder.start()
@@ -205,19 +236,22 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         result = yield
     finally:
         recorder.stop()
+    for i in range(2, plan.runs + 1):
+        if not _run_again(item, session, plan.path / _run_file(i)):
+            session.fewer.append(item.nodeid)
+            break
     if plan.store:
         if plan.trace:
             _store_work(session, item.nodeid, name, plan.path)
         else:
             session.stored.append(item.nodeid)
         return result
-    baseline = session.dir / (work_name(name) if plan.trace else name)
+    baseline = session.dir / (work_name(name) if plan.trace else plan.path.name)
     try:
-        new = load_side(str(plan.path))
         if plan.trace:
             # Calls, which the machine's speed and load do not change.  A record cut short
             # holds the calls of the test's start: what grew there grew.
-            new = work_side(new)
+            new = work_side(load_side(str(plan.path)))
             if new.complete and work_signature(new) == _stored_signature(baseline):
                 session.compared.append(item.nodeid)  # the very same calls
                 session.by_calls.append(item.nodeid)
@@ -226,10 +260,11 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
             settings = work_settings(base, tree=False)
             see = f"leadline diff --calls {baseline} {plan.path}"
         else:
-            base = load_side(str(baseline))
-            if min(base.total, new.total) <= 0:
+            sides = _sampled_sides(baseline, plan.path)
+            if sides is None:
                 session.short.append(item.nodeid)  # too short for a sample: nothing to compare
                 return result
+            base, new = sides
             # Shares unless asked for time per run: a baseline may come from another machine.
             settings = Settings(per=session.per, sigma=DEFAULT_SIGMA, tree=False, by_run=False)
             see = f"leadline diff {baseline} {plan.path}" + (" --per 1" if session.per else "")
@@ -250,6 +285,48 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
             pytrace=False,
         )
     return result
+
+
+def _run_file(i: int) -> str:
+    return f"{i:02d}.lead"
+
+
+def _empty_runs(folder: Path) -> None:
+    """The folder of a test's runs, without the runs of an earlier session."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.lead"):
+        old.unlink()
+
+
+def _run_again(item: pytest.Item, session: _Session, path: Path) -> bool:
+    """Calls the test's function again (its fixtures as they are), sampled into `path`;
+    False, and no capture, when it does not pass again (a test that cannot run twice)."""
+    recorder = Profiler(path, session.options, argv=[item.nodeid])
+    recorder.start()
+    try:
+        item.runtest()
+        passed = True
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # a failure, an error or a skip of the repeat: not this run's outcome
+        passed = False
+    finally:
+        recorder.stop()
+    if not passed:
+        path.unlink(missing_ok=True)
+    return passed
+
+
+def _sampled_sides(baseline: Path, latest: Path) -> tuple[Side, Side] | None:
+    """The baseline's samples and this run's: a capture each, or folders of runs (a side of
+    several runs, as `leadline diff` makes of a folder); None when a run has no sample."""
+    sides = []
+    for where in (baseline, latest):
+        runs = [load_side(p) for p in expand_inputs([str(where)])]
+        if min(r.total for r in runs) <= 0:
+            return None
+        sides.append(merge_runs(runs, str(where)))
+    return sides[0], sides[1]
 
 
 def _store_work(session: _Session, nodeid: str, name: str, path: Path) -> None:
@@ -289,4 +366,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             else ""
         )
         + (f", {len(session.short)} too short to sample" if session.short else "")
+        + (
+            f", {len(session.fewer)} run fewer times than asked (failed when run again)"
+            if session.fewer
+            else ""
+        )
     )

@@ -79,9 +79,11 @@ FEW_CALLS = 3  # a traced function called fewer times has too few calls to show 
 # one comparison, not hundreds as for functions, so fewer than `sigma`.
 WHOLE_FLOOR = 0.05
 WHOLE_SIGMA = 3.0
-# From MIN_RUNS runs a side, WHOLE_FLOOR is a prior the runs' spread updates (as a variance
-# measured with this many degrees of freedom), not a figure they replace (bench/whole_judge.py).
-WHOLE_PRIOR_DOF = 4.0
+# From MIN_RUNS runs a side, an assumed noise (WHOLE_FLOOR's; a function's run-to-run floor
+# when too few functions measure the profile's) is a prior the runs' spread updates, as a
+# variance measured with this many degrees of freedom, not a figure they replace
+# (bench/whole_judge.py).
+PRIOR_DOF = 4.0
 # Runs per side from which the noise of every change is measured from the spread of the runs
 # (Welch's two-sample comparison) instead of assumed (the run-to-run floor).
 MIN_RUNS = 5
@@ -1033,9 +1035,7 @@ def whole_program(base: Side, new: Side) -> Change | None:
         # The floor is the noise the runs are judged against unless they spread more (as a
         # function's pooled noise is, _RunJudge).
         per_run = [[r.total * (r.seconds or 0.0) for r, _ in side.runs] for side in (base, new)]
-        judge = _RunJudge(
-            WHOLE_SIGMA, 0.0, paired=interleaved(base, new), prior_dof=WHOLE_PRIOR_DOF
-        )
+        judge = _RunJudge(WHOLE_SIGMA, 0.0, paired=interleaved(base, new), counting_is_prior=True)
         return judge(means[0], means[1], per_run[0], per_run[1], var)
     return _verdict(means[0], means[1], math.sqrt(var), WHOLE_SIGMA, 0.0)
 
@@ -1077,16 +1077,22 @@ class _RunJudge:
       host's phases), that spread, judged at the t quantile as rare at its degrees of freedom
       as `sigma` of a normal (4 sigma is 6.2 at ten runs a side).
 
-    With `prior_dof` (the whole program's time, one comparison whose noise is an assumed
-    floor, measured on another host, not one measured on this profile's functions), the noise
-    is neither: the counting variance (there, the floor's) is a prior worth `prior_dof`
-    degrees of freedom that the runs' measured spread updates (the variance of both, weighed by
-    their degrees of freedom, never below the prior), judged at the t quantile of their summed
-    degrees of freedom.  A switch from the floor to the spread alone at five runs a side (two
-    degrees of freedom once trimmed: 6.4 times the spread at 3 sigma) judged identical runs
-    changed 6% to 9% of the time on a host whose runs spread two to three times the floor, and
-    missed a 1.5x slowdown more often than it caught it; this rule judged them changed 2% to
-    5% of the time and caught 1.5x two to three times in four (bench/whole_judge.py).
+    An assumed noise can be the prior instead, worth PRIOR_DOF degrees of freedom, that the
+    runs' measured spread updates (the variance of both, weighed by their degrees of freedom,
+    never below the prior's), judged at the t quantile of their summed degrees of freedom:
+
+    - `counting_is_prior` (the whole program's time, one comparison whose noise is an assumed
+      floor measured on another host, not one measured on this profile's functions): the
+      counting variance given (there, the floor's).  A switch from the floor to the spread
+      alone at five runs a side (two degrees of freedom once trimmed: 6.4 times the spread at 3
+      sigma) judged identical runs changed 6% to 9% of the time on a host whose runs spread two
+      to three times the floor, and missed a 1.5x slowdown more often than it caught it; this
+      rule judged them changed 2% to 5% of the time and caught 1.5x two to three times in four
+      (bench/whole_judge.py);
+    - no `phi` (fewer than five functions to measure it, such as a short test's profile): the
+      `assumed` variance (counting and the run-to-run floor, of a mean of the runs).  Judged by
+      its own spread alone, five runs a side of a test with three functions could see no change
+      smaller than 3x, less than one run a side sees with the floor.
 
     The values shown stay each side's mean run (they add up along a call path).  The noise it
     gives is scaled so that `sigma` of it is the threshold used, so everything after reads it
@@ -1098,13 +1104,13 @@ class _RunJudge:
         least: float,
         phi: float | None = None,
         paired: bool = False,
-        prior_dof: float | None = None,
+        counting_is_prior: bool = False,
     ) -> None:
         self.sigma = sigma
         self.least = least
         self.phi = phi  # None: every change is judged by its own spread
         self.paired = paired  # the sides' runs were recorded interleaved: compared round by round
-        self.prior_dof = prior_dof  # the counting variance is a prior the spread updates
+        self.counting_is_prior = counting_is_prior  # a prior the spread updates, see above
         self._thresholds: dict[float, float] = {}
 
     def _threshold(self, dof: float) -> float:
@@ -1115,16 +1121,26 @@ class _RunJudge:
         return t
 
     def __call__(
-        self, b: float, n: float, runs_b: Sequence[float], runs_n: Sequence[float], counting: float
+        self,
+        b: float,
+        n: float,
+        runs_b: Sequence[float],
+        runs_n: Sequence[float],
+        counting: float,
+        assumed: float | None = None,
     ) -> Change:
         """`b`, `n`: each side's mean run; `counting`: the variance of the change from counting
-        alone."""
+        alone; `assumed`: from the assumed noise model (counting and the run-to-run floor, of a
+        mean of the runs), the prior when no `phi` was measured."""
         c = compare_runs(runs_b, runs_n, paired=self.paired)
         d = c.diff
         pooled = self.phi * counting if self.phi is not None and counting > 0 else None
-        if self.prior_dof is not None and counting > 0 and math.isfinite(c.dof):
-            dof = self.prior_dof + c.dof
-            var = max(counting, (self.prior_dof * counting + c.dof * c.se**2) / dof)
+        prior = counting if self.counting_is_prior else None
+        if self.phi is None and assumed is not None and assumed > 0:
+            prior = assumed  # too few functions to measure phi: the floor, updated by the runs
+        if prior is not None and prior > 0 and math.isfinite(c.dof):
+            dof = PRIOR_DOF + c.dof
+            var = max(prior, (PRIOR_DOF * prior + c.dof * c.se**2) / dof)
             noise = math.sqrt(var) * self._threshold(dof) / self.sigma
         elif pooled is not None and not c.se**2 > pooled * chi2_ratio(c.dof, 0.99):
             noise = math.sqrt(max(pooled, c.se**2))
@@ -1245,6 +1261,12 @@ class _Runs:
     new: list[Costs]
     judge: _RunJudge
 
+    def assumed(self, counted: float, full: float) -> float:
+        """The assumed noise model's variance of a change of the mean runs, from its counting
+        variance and the full model's (which adds the run-to-run floor of one run's value): the
+        floor's part is a mean's, of independent runs."""
+        return counted + max(full - counted, 0.0) / min(len(self.base), len(self.new))
+
 
 def _run_costs(side: Side, mapping: list[int], s: Settings, k: int, unit: str) -> list[Costs]:
     """Each run of a side's costs, normalised as the comparison is (`unit`): shares of its own
@@ -1329,7 +1351,8 @@ def _function_diff(
         runs_b = [per_run(c).get(i, 0.0) for c in runs.base]
         runs_n = [per_run(c).get(i, 0.0) for c in runs.new]
         counted = counting(b, n, var, calls).noise ** 2
-        changes.append(runs.judge(b, n, runs_b, runs_n, counted))
+        assumed = runs.assumed(counted, judge(b, n, var, calls).noise ** 2)
+        changes.append(runs.judge(b, n, runs_b, runs_n, counted, assumed))
     return FunctionDiff(f, status, changes[0], changes[1])
 
 
@@ -1405,7 +1428,9 @@ def _tree(
             ch = judge(b, nw, (vb, vn), (kb, kn))
         else:
             per_run = [v[m][0] for v in values]
-            ch = runs.judge(b, nw, per_run[:n_base], per_run[n_base:], alone.noise**2)
+            full = judge(b, nw, (vb, vn), (kb, kn)).noise ** 2
+            assumed = runs.assumed(alone.noise**2, full)
+            ch = runs.judge(b, nw, per_run[:n_base], per_run[n_base:], alone.noise**2, assumed)
         full_sig[m], noise_at[m] = ch.sig, ch.noise
     del values
     funcs = [position[k] if k >= 0 else -1 for k in merged.key]
