@@ -1261,10 +1261,22 @@ class _Runs:
     new: list[Costs]
     judge: _RunJudge
 
-    def assumed(self, counted: float, full: float) -> float:
-        """The assumed noise model's variance of a change of the mean runs, from its counting
-        variance and the full model's (which adds the run-to-run floor of one run's value): the
-        floor's part is a mean's, of independent runs."""
+    def assumed(
+        self,
+        counted: float,
+        judge: _Judge,
+        b: float,
+        n: float,
+        var: tuple[float, float] | None,
+        calls: tuple[int, int],
+    ) -> float | None:
+        """The assumed noise model's variance of the change `b` -> `n` of the mean runs, the
+        prior of a judge without `phi` (None when it has one: not needed), from its counting
+        variance and the full model's (`judge`'s, which adds the run-to-run floor of one run's
+        value): the floor's part is a mean's, of independent runs."""
+        if self.judge.phi is not None:
+            return None
+        full = judge(b, n, var, calls).noise ** 2
         return counted + max(full - counted, 0.0) / min(len(self.base), len(self.new))
 
 
@@ -1351,7 +1363,7 @@ def _function_diff(
         runs_b = [per_run(c).get(i, 0.0) for c in runs.base]
         runs_n = [per_run(c).get(i, 0.0) for c in runs.new]
         counted = counting(b, n, var, calls).noise ** 2
-        assumed = runs.assumed(counted, judge(b, n, var, calls).noise ** 2)
+        assumed = runs.assumed(counted, judge, b, n, var, calls)
         changes.append(runs.judge(b, n, runs_b, runs_n, counted, assumed))
     return FunctionDiff(f, status, changes[0], changes[1])
 
@@ -1428,8 +1440,7 @@ def _tree(
             ch = judge(b, nw, (vb, vn), (kb, kn))
         else:
             per_run = [v[m][0] for v in values]
-            full = judge(b, nw, (vb, vn), (kb, kn)).noise ** 2
-            assumed = runs.assumed(alone.noise**2, full)
+            assumed = runs.assumed(alone.noise**2, judge, b, nw, (vb, vn), (kb, kn))
             ch = runs.judge(b, nw, per_run[:n_base], per_run[n_base:], alone.noise**2, assumed)
         full_sig[m], noise_at[m] = ch.sig, ch.noise
     del values
