@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 PY = sys.executable
 ROOT = Path(__file__).resolve().parent.parent
 # How long a hung child gets to print its stacks after SIGABRT (faulthandler) before it is killed.
@@ -252,3 +254,13 @@ def decode(data: bytes) -> Fields:
 def pprof_strings(data: bytes) -> list[str]:
     """The string table (field 6) of a gzipped pprof Profile, each entry as strict UTF-8."""
     return [s.decode("utf-8") for s in decode(gzip.decompress(data))[6]]
+
+
+# A test whose subject is Python-level logic over recordings that other tests cover on every
+# version (the pytest plugin's comparison of a real suite, the fleet agent's soak) runs on the
+# two ends of the recorder's hook kinds: 3.11 (profile functions; CI runs it beside two CPU hogs)
+# and 3.15 (sys.monitoring, the newest).  Each takes 20-50 s a version; CI's budget is an hour.
+HOOK_KIND_ENDS = pytest.mark.skipif(
+    sys.version_info[:2] not in ((3, 11), (3, 15)),
+    reason="version-independent logic: run on 3.11 and 3.15, the ends of the hook kinds",
+)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import PY, ROOT, run, write
+from support import HOOK_KIND_ENDS, PY, ROOT, run, write
 
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -368,6 +368,7 @@ def test_spool_on_a_full_or_read_only_file_system(tmp_path: Path, options: str) 
 # -- a long run, briefly: memory, descriptors and the spool stay bounded -----------------------
 
 
+@HOOK_KIND_ENDS
 def test_soak_briefly(tmp_path: Path) -> None:
     """bench/agent_soak.py for 20 s per behaviour, all at once (the full run is 10 minutes
     each): the program's descriptors, threads, memory and spool stay within what the design

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support import leadline, run, write
+from support import HOOK_KIND_ENDS, leadline, run, write
 
 from leadline.pytest_plugin import baseline_key, profile_name
 
@@ -282,6 +282,7 @@ def real_suite(tmp_path: Path) -> Path:
     return tmp_path / "more-itertools-10.5.0"
 
 
+@HOOK_KIND_ENDS
 @pytest.mark.network
 def test_a_real_suite_is_compared_by_its_calls(tmp_path: Path) -> None:
     """Every test of a real suite of short tests is compared (by its calls; the two that make
