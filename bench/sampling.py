@@ -660,8 +660,9 @@ def main(argv: list[str] | None = None) -> int:
         const=os.cpu_count() or 2,
         default=0,
         metavar="N",
-        help="also run each overhead candidate beside N CPU hogs (default N: one per core), "
-        "interleaved with its quiet runs, and judge the loaded figures against the quiet ones",
+        help="also run each candidate beside N CPU hogs (default N: one per core), "
+        "interleaved with its quiet runs, and judge the loaded figures against the quiet ones "
+        "(accuracy: each loaded share against the truth measured in the same run)",
     )
     parser.add_argument(
         "--split-seconds",
@@ -693,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
             for n, c in pool.items()
             if n in wanted or n == "baseline" or (not wanted and n not in DEFAULT_EXCLUDED)
         ]
-        if args.load and w != "split":
+        if args.load:
             plan[w] += [c.under_load() for c in plan[w]]
     used = {c.name: c for cands in plan.values() for c in cands}
 
