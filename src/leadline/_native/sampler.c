@@ -84,6 +84,9 @@
  * spun for 0.4 s was found only in such samples, counted idle, and left out of the report).
  * A thread that has slept longer is not asked: a read of /proc costs a few microseconds. */
 #define LL_RAN_LATELY_NS 250000000u
+/* A thread of this process that ran within this long has its innermost frame read before its
+ * CPU clock (sample_thread); one that has slept longer is not read until it is seen running. */
+#define LL_RAN_RECENTLY_NS 50000000u
 
 /* SF_GIVEN: the record is no stack read of its own but weight given to one (a tick a read
  * stands for beyond its first, or what other reads stood for, spread over the thread's fair
@@ -378,7 +381,8 @@ static void emit(Sampler *S, uint64_t t, const Pending *p, uint64_t now) {
  *     thread reached such a call, or at a timer tick at which the scheduler also resumed a
  *     thread it had stopped (its first instructions after the stop, again).
  * So a sample is fair when the tick began on time and the thread was running then: its CPU
- * clock (precise for a thread of this process) moved while its stack was read, or it had run
+ * clock (precise for a thread of this process) moved while its stack was read (its innermost
+ * frame, read just before the clock, aside: sample_thread), or it had run
  * all the time since the previous tick, so the sampler's wake-up took its CPU.  Another
  * process's thread (attach) has no precise clock (schedstat moves at scheduler ticks): it is
  * taken as running when /proc says it is runnable, and a thread waiting for a CPU cannot be
@@ -474,7 +478,7 @@ static void spread(Sampler *S, ThreadSlot *t, uint64_t cpu, uint64_t ticks, uint
 
 /* Whether the sample just read can stand for where the thread's time goes.  `state`: /proc's
  * runnable or not (another process's thread), else -1; `used`: its CPU time from its previous
- * sample to c1, read before its stack; c2, read after it. */
+ * sample to c1, read before its stack (but for its innermost frame); c2, read after it. */
 static int fair(const Sampler *S, const ThreadSlot *t, int state, uint64_t used, uint64_t c1,
                 uint64_t c2) {
     if (!S->on_time) return 0;
@@ -674,14 +678,15 @@ static void ll_unpark(void) {
     if (atomic_load(&sleeping)) syscall(SYS_futex, &released, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-/* The innermost frame of a thread from its thread state `ts` (ok = 0: it could not be read, and
- * the walk from it is torn), where a reading of its stack starts (no allocation, no lock: the
- * thread may be parked). */
+/* The innermost frame of a thread, where a reading of its stack starts; ok = 0: it could not be
+ * read, and the walk from it is torn. */
 typedef struct {
     uint64_t frame;
     int ok;
 } TopFrame;
 
+/* The innermost frame from the thread state `ts` (no allocation, no lock: the thread may be
+ * parked): in `ts` itself on 3.10 and 3.13+, through the thread's C stack on 3.11 and 3.12. */
 static TopFrame top_frame(Target *T, const uint8_t *ts) {
     TopFrame top = {0, 1};
     top.frame = ll_top_frame(&T->proc, ts, &top.ok);
@@ -689,7 +694,9 @@ static TopFrame top_frame(Target *T, const uint8_t *ts) {
 }
 
 /* Walks the thread's stack, reading its thread state (`ts`, ts_size bytes, read at `tstate`)
- * again before each further attempt.  A thread of this process that ran while its first walk
+ * again before each further attempt.  The first walk starts from `early`, the innermost frame
+ * read before the thread's CPU clock (sample_thread), if it was; every other from the frame in
+ * the thread state just read.  A thread of this process that ran while its first walk
  * raced (its CPU clock, `c1` before the walk, moved) is read the second time parked (above):
  * read again while it runs, the walks that succeed would be the ones that fell on a frame that
  * lasts.  That is not enough for a thread whose walks race often (LL_RACY of its recent ones):
@@ -703,8 +710,8 @@ static TopFrame top_frame(Target *T, const uint8_t *ts) {
  * as fair put the synthetic diff program's `run`, the loop between its calls, beyond noise
  * between two runs of the same program).  *gone: the process ended meanwhile. */
 static int walk_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate, uint8_t *ts,
-                       size_t ts_size, TopFrame top, uint64_t c1, int *n, int *truncated,
-                       int *gone, int *drawn) {
+                       size_t ts_size, const TopFrame *early, uint64_t c1, int *n,
+                       int *truncated, int *gone, int *drawn) {
     int status = LL_WALK_TORN, depth = 0;
     int racy = slot->raced > LL_RACY;
     *drawn = 1;
@@ -734,7 +741,7 @@ static int walk_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate,
                 break;
             }
         }
-        if (attempt) top = top_frame(T, ts);
+        TopFrame top = attempt || !early ? top_frame(T, ts) : *early;
         status = top.ok ? ll_walk_read(&S->st, &T->proc, top.frame, &depth, truncated)
                         : LL_WALK_TORN;
         if (parked) ll_unpark();
@@ -803,16 +810,26 @@ enum { THREAD_SKIPPED, THREAD_PENDING, THREAD_GONE };
 static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate, uint8_t *ts,
                          size_t ts_size, uint64_t t, uint64_t now, Pending *out) {
     slot->seen = S->ticks;
-    /* The innermost frame is read before the thread's CPU clock: reading the clock of a thread
-     * that is on a CPU takes its run queue's lock, and a thread that reads its own CPU clock
-     * meanwhile (or otherwise needs that lock) waits for it there, so a stack read just after
-     * the clock is found at such a call far more often than the thread spends time there (seen
-     * on 3.11, whose innermost frame is read through the thread's C stack: a program reading
-     * its CPU clock between units of work, beside two CPU hogs, found in the loop around the
-     * units in 4.6-6.8% of the samples taken while it ran all the time since the previous one,
-     * 2.2-2.8% with the clock left unread; 3.10 and 3.13+ keep the frame in the thread state,
-     * read before: 2.3-2.8% either way). */
-    TopFrame top = top_frame(T, ts);
+    /* The innermost frame of a thread that ran lately is read before its CPU clock: reading the clock of a thread that is on a CPU takes its run queue's lock, and a
+     * thread that reads its own CPU clock meanwhile (or otherwise needs that lock) waits for
+     * it there, so a stack read just after the clock finds it at such calls far more often
+     * than it spends time there.  Seen on 3.11, whose innermost frame is reached through the
+     * thread's C stack (3.12's too): a program reading its CPU clock between units of work,
+     * beside two CPU hogs, was found in the loop around the units in 4.6 and 6.8% of the
+     * samples taken while it had run all the time since the previous one, and in 2.2 and 2.8%
+     * with the clock left unread; on 3.13, which keeps the frame in the thread state (read
+     * before, as 3.10 does), 2.3 and 2.8% against 2.6 and 4.1%.  Not for a thread that has not
+     * run for LL_RAN_RECENTLY_NS (asleep: off a CPU, its clock is read without the lock, and in
+     * cpu mode it is skipped unread), nor for another process's (its schedstat takes no lock).
+     * A busy thread kept off a CPU for a tick or two by others is no sleeper: taken for one
+     * after a single tick without CPU time, beside two CPU hogs, the loop's share went back to
+     * 2.5-4.3% (four runs). */
+    TopFrame top;
+    const TopFrame *early = NULL;
+    if (slot->clock && slot->ran_ns && now - slot->ran_ns <= LL_RAN_RECENTLY_NS) {
+        top = top_frame(T, ts);
+        early = &top;
+    }
     uint64_t c1 = slot->cpu_ns;
     read_cpu_ns(slot, &c1);
     uint64_t used = c1 > slot->cpu_ns ? c1 - slot->cpu_ns : 0;
@@ -824,7 +841,7 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
         return THREAD_SKIPPED; /* CPU mode: only threads that ran */
     int n = 0, truncated = 0, gone = 0, drawn = 1;
     int status =
-        walk_thread(S, T, slot, tstate, ts, ts_size, top, c1, &n, &truncated, &gone, &drawn);
+        walk_thread(S, T, slot, tstate, ts, ts_size, early, c1, &n, &truncated, &gone, &drawn);
     uint64_t c2 = c1;
     read_cpu_ns(slot, &c2);
     uint64_t cpu = c2 > slot->cpu_ns ? c2 - slot->cpu_ns : 0;
@@ -928,8 +945,9 @@ static void share_rss(Sampler *S, int np, int64_t d) {
 }
 
 static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
-    /* Not the previous tick's pages read ahead at its start: a thread's stack must be read
-     * between the two readings of its CPU clock that say whether it ran then ("fair samples");
+    /* Not the previous tick's pages read ahead at its start: a thread's stack (but for its
+     * innermost frame, see sample_thread) must be read between the two readings of its CPU
+     * clock that say whether it ran then ("fair samples");
      * read at the tick's start, before them, it was judged by a clock that did not see it, and
      * twin runs of one program differed beyond noise under load. */
     ll_mem_new_round(&T->proc.mem);
