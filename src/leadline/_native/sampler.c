@@ -810,10 +810,11 @@ enum { THREAD_SKIPPED, THREAD_PENDING, THREAD_GONE };
 static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate, uint8_t *ts,
                          size_t ts_size, uint64_t t, uint64_t now, Pending *out) {
     slot->seen = S->ticks;
-    /* The innermost frame of a thread that ran lately is read before its CPU clock: reading the clock of a thread that is on a CPU takes its run queue's lock, and a
-     * thread that reads its own CPU clock meanwhile (or otherwise needs that lock) waits for
-     * it there, so a stack read just after the clock finds it at such calls far more often
-     * than it spends time there.  Seen on 3.11, whose innermost frame is reached through the
+    /* The innermost frame of a thread that ran lately is read before its CPU clock: reading
+     * the clock of a thread that is on a CPU takes its run queue's lock, and a thread that
+     * reads its own CPU clock meanwhile (or otherwise needs that lock) waits for it there, so
+     * a stack read just after the clock finds it at such calls far more often than it spends
+     * time there.  Seen on 3.11, whose innermost frame is reached through the
      * thread's C stack (3.12's too): a program reading its CPU clock between units of work,
      * beside two CPU hogs, was found in the loop around the units in 4.6 and 6.8% of the
      * samples taken while it had run all the time since the previous one, and in 2.2 and 2.8%
@@ -947,9 +948,9 @@ static void share_rss(Sampler *S, int np, int64_t d) {
 static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
     /* Not the previous tick's pages read ahead at its start: a thread's stack (but for its
      * innermost frame, see sample_thread) must be read between the two readings of its CPU
-     * clock that say whether it ran then ("fair samples");
-     * read at the tick's start, before them, it was judged by a clock that did not see it, and
-     * twin runs of one program differed beyond noise under load. */
+     * clock that say whether it ran then ("fair samples"); read at the tick's start, before
+     * them, it was judged by a clock that did not see it, and twin runs of one program
+     * differed beyond noise under load. */
     ll_mem_new_round(&T->proc.mem);
     uint64_t tstate = 0;
     if (first_thread(S, T, t, &tstate)) return;
