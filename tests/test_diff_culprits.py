@@ -340,3 +340,75 @@ def test_cli_html_outlines_the_culprits_frames(
     text = result.element_text("ll-culprits")
     assert "Most likely cause: find_plugins (mylib/plugins.py:" in text, text
     assert "now calls" in text
+
+
+def test_a_new_wrapper_counts_the_new_code_under_it_not_the_moved_work() -> None:
+    """decorator 4.x -> 5.x: NEW's per-call wrapper `fun` (found in NEW only) runs the
+    decorated function's unchanged work, which BASE ran under a generated wrapper, and now also
+    `fix`, which binds the arguments in the standard library.  All of `fun`'s cost is new to
+    the tree, but only `fix`'s is new cost: `fix` is the culprit, with its growth."""
+    gen = fn("weighted_sum", "<decorator-gen-2>", 1)
+    counted = fn("counted", "/home/u/bench.py", 13)
+    work = fn("weighted_sum", "/home/u/bench.py", 22)
+    fun = fn("decorate.<locals>.fun", f"{SITE}/decorator.py", 229)
+    fix = fn("fix", f"{SITE}/decorator.py", 199)
+    bind = fn("Signature._bind", f"{STD}/inspect.py", 3076)
+    defaults = fn("BoundArguments.apply_defaults", f"{STD}/inspect.py", 2892)
+    base = side({(MAIN, gen, counted, work): 9000, (MAIN, gen): 100, (MAIN,): 100})
+    new = side(
+        {
+            (MAIN, fun, counted, work): 9000,
+            (MAIN, fun): 300,
+            (MAIN, fun, fix): 1100,
+            (MAIN, fun, fix, bind): 2000,
+            (MAIN, fun, fix, defaults): 1600,
+            (MAIN,): 100,
+        }
+    )
+    r = compare(base, new)
+    assert r.by_run  # the whole program: 9.2 s -> 14.4 s
+    # `fun` holds 5.0 s of new cost (its own 0.3 s, `fix`'s 4.7 s) though its path grew by
+    # 14.0 s; `fix` carries most of that, and no callee of `fix` carries half of its.
+    assert names(r) == [("fix", None)]
+    assert r.culprits[0].delta == pytest.approx(4.7)
+    assert (r.culprits[0].base, r.culprits[0].new) == pytest.approx((0.0, 4.7))
+
+
+def retrying_case(host: float, lines: tuple[int, int]) -> tuple[Side, Side]:
+    """retrying 1.3.4 -> 1.3.7: `wrapped_f` (retrying) calls `Retrying.call` (retrying), which
+    runs the program's own `checksum`, and now also a `Retrying.__init__` that adds a logging
+    handler on every call (2.5 s of new cost); NEW's host runs everything `host` times slower.
+    `lines`: where `Retrying.__init__` starts on each side (it moved when the code changed)."""
+    lib = f"{SITE}/retrying.py"
+    wrapped = fn("retry.<locals>.wrap.<locals>.wrapped_f", lib, 54)
+    call = fn("Retrying.call", lib, 243)
+    init = [fn("Retrying.__init__", lib, k) for k in lines]
+    checksum = fn("checksum", "/home/u/bench.py", 15)
+    add = fn("Logger.addHandler", f"{STD}/logging/__init__.py", 1646)
+    base = side({(MAIN, wrapped, call, checksum): 9000, (MAIN, wrapped, init[0]): 100})
+    new = side(
+        {
+            (MAIN, wrapped, call, checksum): 9000 * host,
+            (MAIN, wrapped, init[1]): 100 * host,
+            (MAIN, wrapped, init[1], add): 2500 * host,
+        }
+    )
+    return base, new
+
+
+def test_the_hosts_speed_is_read_from_the_code_that_did_not_change() -> None:
+    """Beside the new cost (2.5 s in `Retrying.__init__`'s call to `Logger.addHandler`), NEW's
+    host ran 1.5x slower: the program's unchanged `checksum` grew 4.5 s, more than the new
+    cost.  Read at BASE's speed (the ratio of `checksum`'s self cost, code whose owner did not
+    change), `Retrying.__init__` carries the growth and is the culprit, with 2.5 s."""
+    base, new = retrying_case(host=1.5, lines=(64, 63))
+    r = compare(base, new)
+    assert r.by_run and r.whole is not None and r.whole.new == pytest.approx(11.6 * 1.5)
+    assert names(r)[0] == ("Retrying.__init__", "Logger.addHandler")
+    assert r.culprits[0].delta == pytest.approx(2.5)
+    assert r.culprits[0].new == pytest.approx(2.5 * 1.5)  # as recorded
+    # At NEW's own speed, `Retrying.call`'s growth (4.5 s, the host's) outweighs
+    # `Retrying.__init__`'s (3.8 s).  With no owner known to have changed, the host's speed is
+    # not read (the program's own `checksum` may have changed), and `checksum` comes first.
+    unchanged = retrying_case(host=1.5, lines=(64, 64))
+    assert names(compare(*unchanged))[0] == ("checksum", None)

@@ -12,8 +12,10 @@ found in the merged call tree of both sides, from the top down:
    child that carries at least half of it (``EXPLAINED``), provided that child's own growth is
    beyond counting noise (a path's growth counts as far as its function's cost over the whole
    tree grew: cost that only moved to another call path, under a wrapper that changed shape,
-   is not new): once a caller's growth is known to be real, the run-to-run floor no
-   longer decides where it went, only whether enough samples say so.  Any other child whose
+   is not new; and a path's new cost is at most its own code's growth and its children's new
+   cost, so a wrapper that is new on one side does not count the moved cost under it): once a
+   caller's growth is known to be real, the run-to-run floor no longer decides where it went,
+   only whether enough samples say so.  Any other child whose
    growth is beyond noise on its own is followed too.  A path where no single child carries
    half of its growth is an **entry**: the new cost enters there, in its own code or spread
    over many callees.
@@ -24,8 +26,8 @@ found in the merged call tree of both sides, from the top down:
    differs only when the Python versions do); if none is known to differ, the innermost frame
    that is not standard library; the entry itself if the whole path is.  When the culprit is
    above its entry, the first frame after it on the path is what it *now calls*, and the
-   culprit's figure is the growth of that call (everything that came through it); otherwise
-   the entry's growth.
+   culprit's figure is the new cost of that call (everything that came through it); otherwise
+   the entry's.
 4. **Ranking.**  Entries with the same culprit (and call) add up; culprits rank by that
    growth, largest first.
 
@@ -75,10 +77,13 @@ class Culprit:
     # The merged tree's nodes its figure comes from: its calls into other code, else its entries.
     nodes: list[int] = field(default_factory=list)
     noise: float = 0.0  # of its change (the nodes' noises, added as independent ones)
+    # Its figure: the nodes' growth as far as it is new cost (new_cost), which `base` -> `new`
+    # overstates where cost only moved under it.
+    grown: float = 0.0
 
     @property
     def delta(self) -> float:
-        return self.new - self.base
+        return self.grown
 
 
 def find_culprits(
@@ -101,13 +106,7 @@ def find_culprits(
     caller is where that growth comes from.  Ranked, at most MAX_CULPRITS."""
     base, new = values
     full, counting = sig
-
-    def grown(n: int) -> float:
-        """A node's growth, as far as it is new cost: no more than its function's growth over
-        the whole tree, so cost that only moved to another call path (a wrapper that changed
-        shape, whose callees now hang under other frames) is not followed as new."""
-        d = new[n] - base[n]
-        return min(d, func_growth[func[n]]) if n > 0 else d
+    grown = new_cost(parent, func, values, func_growth).__getitem__
 
     n_nodes = len(parent)
     first = array("q", [-1]) * n_nodes
@@ -169,9 +168,38 @@ def find_culprits(
         seen.add(node)
         cul.base += base[node]
         cul.new += new[node]
+        cul.grown += grown(node)
         cul.nodes.append(node)
     ranked = sorted(found.values(), key=lambda c: (-c.delta, c.func))
     return [c for c in ranked if c.delta > 0][:MAX_CULPRITS]
+
+
+def new_cost(
+    parent: Sequence[int],
+    func: Sequence[int],
+    values: tuple[Sequence[float], Sequence[float]],
+    func_growth: Sequence[float],
+) -> array[float]:
+    """Each node's growth as far as it is new cost (the root's: its growth): no more than its
+    function's growth over the whole tree, so cost that only moved to another call path (a
+    wrapper that changed shape, whose callees now hang under other frames) is not new; and no
+    more than its own code's growth and its children's new cost (what is not negative of it),
+    so a wrapper found on one side only (decorator 5's ``fun``, where 4.x had a generated
+    wrapper) counts the new code under it, not the caller's unchanged work that moved under it
+    with it.  One pass, children before parents."""
+    base, new = values
+    n_nodes = len(parent)
+    grown = array("d", [0.0]) * n_nodes
+    own = array("d", (new[n] - base[n] for n in range(n_nodes)))
+    below = array("d", [0.0]) * n_nodes
+    for n in range(n_nodes - 1, 0, -1):
+        d = new[n] - base[n]
+        grown[n] = min(d, func_growth[func[n]], own[n] + below[n])
+        p = parent[n]
+        own[p] -= d
+        below[p] += max(grown[n], 0.0)
+    grown[0] = new[0] - base[0] if n_nodes else 0.0
+    return grown
 
 
 def _own_growth(parent: Sequence[int], base: Sequence[float], new: Sequence[float]) -> list[float]:

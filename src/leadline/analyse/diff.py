@@ -88,6 +88,9 @@ PRIOR_DOF = 4.0
 # (Welch's two-sample comparison) instead of assumed (the run-to-run floor).
 MIN_RUNS = 5
 DETECT_SHARE = 0.01  # the smallest detectable change is told for functions above this share
+# When the whole program is compared per run, the host's speed on each side is read from code
+# whose owner did not change (host_speed), if that code is at least this much of BASE's time.
+REFERENCE_SHARE = 0.25
 
 # Where an installed package's files start: after these directories.
 _INSTALL_DIRS = re.compile(r".*/(?:site-packages|dist-packages)/|.*/lib/python\d+\.\d+/")
@@ -1225,7 +1228,10 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
     callers = _top_callers(diffs, order, position, (cb, cn), judge)
     changed = _changed_owners(base, new, (bmap, nmap))
     owners = [owner_of(fd.func.file) for fd in ranked]
-    growth = [fd.total.delta for fd in ranked]
+    host = 1.0
+    if by_run and runs is None and unit != "calls" and whole is not None:
+        host = host_speed(ranked, owners, changed, whole, cb.total)
+    growth = [fd.total.new / host - fd.total.base for fd in ranked]
     tree, culprits, culprit_nodes = _tree(
         position,
         (cb, cn),
@@ -1236,6 +1242,7 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
         s.tree,
         root_real=by_run,
         calls=unit == "calls",
+        host=host,
     )
     return DiffResult(
         base,
@@ -1251,6 +1258,45 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
         culprit_nodes=culprit_nodes,
         detectable=_detectable(ranked, cb.total, s.sigma),
     )
+
+
+def host_speed(
+    ranked: Sequence[FunctionDiff],
+    owners: Sequence[str],
+    changed: set[str],
+    whole: Change,
+    total: float,
+) -> float:
+    """How much longer the same work took on NEW's host than on BASE's, when one run a side is
+    compared per run: the median, weighted by BASE's self cost, of the ratio NEW / BASE of the
+    self cost of every function found on both sides whose owner's code did not change (the
+    program's own code beside an upgraded package, the standard library under one Python).
+    1.0 (no correction) unless some owner changed (otherwise what changed is not known, and a
+    change of the program's main function would read as the host's) and that code is at least
+    REFERENCE_SHARE of BASE's `total`; at most the whole program's ratio, and at least its
+    inverse.  On this project's 2-core host, CPU time for the same work moved by 10% between
+    quiet runs and by up to 1.4x beside CPU hogs, far beyond the whole program's floor; the
+    culprits are then found at BASE's speed (new cost / this), so that the program's unchanged
+    work, slower on a slower host, is not followed as new cost (culprits.py)."""
+    ratio = whole.ratio
+    if not changed or ratio is None or ratio <= 0:
+        return 1.0
+    points = sorted(
+        (fd.self_.new / fd.self_.base, fd.self_.base)
+        for fd, owner in zip(ranked, owners, strict=True)
+        if owner not in changed and fd.status == "both" and fd.self_.base > 0
+    )
+    reference = math.fsum(w for _, w in points)
+    if reference < REFERENCE_SHARE * total or reference <= 0:
+        return 1.0
+    seen = 0.0
+    median = points[-1][0]
+    for r, w in points:
+        seen += w
+        if seen >= reference / 2:
+            median = r
+            break
+    return min(max(median, min(ratio, 1 / ratio)), max(ratio, 1 / ratio))
 
 
 @dataclass
@@ -1406,12 +1452,14 @@ def _tree(
     wanted: bool,
     root_real: bool,
     calls: bool = False,
+    host: float = 1.0,
 ) -> tuple[tuple[list[int], list[int], list[Change]], list[Culprit], list[list[int]]]:
     """The merged call-path tree (parents, ranked function indexes, changes; its root alone
     unless `wanted`), the culprits found in it (culprits.py; `by_func`: each ranked function's
     owner and growth of inclusive cost, `changed`: the owners whose code differs, `root_real`:
-    the whole program's growth is beyond noise) with ranked function indexes, and each
-    culprit's nodes in the tree sent."""
+    the whole program's growth is beyond noise; `host`: NEW's costs are divided by it for the
+    culprits, host_speed) with ranked function indexes, and each culprit's nodes in the tree
+    sent."""
     cb, cn = costs
     judge, counting = judges
     # Each side's call paths, or each run's (then a side's value is its mean run's).
@@ -1425,6 +1473,13 @@ def _tree(
     full_sig = array("b", [0]) * size
     alone_sig = array("b", [0]) * size
     noise_at = array("d", [0.0]) * size
+    # The culprits' view: NEW at BASE's host speed (the same arrays when that is NEW's).
+    walk_new, walk_full, walk_alone = new_at, full_sig, alone_sig
+    if host != 1.0:
+        assert runs is None, "a side of several runs measures its host's speed in its spread"
+        walk_new = array("d", [cn.total / host]) * size
+        walk_full = array("b", [0]) * size
+        walk_alone = array("b", [0]) * size
     for m in range(1, size):
         if runs is None:
             (b, vb, kb), (nw, vn, kn) = values[0][m], values[1][m]
@@ -1443,14 +1498,19 @@ def _tree(
             assumed = runs.assumed(alone.noise**2, judge, b, nw, (vb, vn), (kb, kn))
             ch = runs.judge(b, nw, per_run[:n_base], per_run[n_base:], alone.noise**2, assumed)
         full_sig[m], noise_at[m] = ch.sig, ch.noise
+        if host != 1.0:
+            slow = nw / host
+            walk_new[m] = slow
+            walk_alone[m] = counting(b, slow, (vb, vn / host**2), (kb, kn)).sig
+            walk_full[m] = judge(b, slow, (vb, vn / host**2), (kb, kn)).sig
     del values
     funcs = [position[k] if k >= 0 else -1 for k in merged.key]
     owners, func_growth = by_func
     culprits = find_culprits(
         merged.parent,
         funcs,
-        (base_at, new_at),
-        (full_sig, alone_sig),
+        (base_at, walk_new),
+        (walk_full, walk_alone),
         func_growth,
         owners,
         changed,
@@ -1459,6 +1519,7 @@ def _tree(
     )
     for c in culprits:
         c.noise = math.sqrt(math.fsum(noise_at[m] ** 2 for m in c.nodes if m > 0))
+        c.new = math.fsum(new_at[m] for m in c.nodes)  # as NEW ran (its figure is at BASE's speed)
     parent: list[int] = [-1]
     tfunc: list[int] = [-1]
     tchange: list[Change] = [Change(cb.total, cn.total, 0.0, 0)]
