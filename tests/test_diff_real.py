@@ -63,6 +63,12 @@ class Pair:
     # it: the whole program's time per run does).
     leaf: bool = True
     into: str | None = None
+    # Runs a side.  Where only the whole program's time per run shows the change (wcwidth), that
+    # time is the evidence, and one run a side is too little of it on this shared host: the
+    # same work's CPU time moved by up to 1.45x between quiet runs of wcwidth 0.2.6 (3.12), so
+    # one run of the 1.5x slower 0.2.13 a side was beyond noise in 35 of 49 pairs; the means of
+    # three runs a side, in 1199 of 1225 (the same 14 runs).
+    runs: int = 1
 
     @property
     def culprit_name(self) -> str:
@@ -119,6 +125,7 @@ PAIRS = [
         "wcswidth",
         "wcwidth/wcwidth.py",
         leaf=False,
+        runs=3,
     ),
     Pair(
         "nltk",
@@ -219,8 +226,9 @@ def profile(python: Path, script: str, out: Path, expected_version: str) -> Path
     return out
 
 
-def diff(a: Path, b: Path, *more: str) -> dict[str, object]:
-    r = leadline("diff", a, b, "--json", *more, cwd=a.parent)
+def diff(a: Path, *more: Path | str) -> dict[str, object]:
+    """`leadline diff A B --json` (or of several runs a side: A1 A2 -- B1 B2) and options."""
+    r = leadline("diff", "--json", a, *more, cwd=a.parent)
     assert r.returncode == 0, r.stderr
     data: dict[str, object] = json.loads(r.stdout)
     return data
@@ -235,9 +243,14 @@ def test_real_regression_is_ranked_first(pair: Pair, tmp_path: Path) -> None:
     base = profile(old_py, pair.script, tmp_path / "base.lead", pair.base)
     again = profile(old_py, pair.script, tmp_path / "again.lead", pair.base)
     new = profile(new_py, pair.script, tmp_path / "new.lead", pair.new)
+    # More runs a side, in turn (A B A B ...): the sides are their mean runs.
+    bases, news = [base], [new]
+    for k in range(1, pair.runs):
+        bases.append(profile(old_py, pair.script, tmp_path / f"base-{k}.lead", pair.base))
+        news.append(profile(new_py, pair.script, tmp_path / f"new-{k}.lead", pair.new))
 
     # Where the new cost enters: the changed function is culprit #1.
-    data = diff(base, new)
+    data = diff(*bases, "--", *news) if pair.runs > 1 else diff(base, new)
     culprits = data["culprits"]
     assert isinstance(culprits, list) and culprits, data["whole"]
     top = culprits[0]
