@@ -39,6 +39,7 @@ import setup_env
 PACKAGES = ("leadline", "py-spy", "pyperformance", "pyperf")
 SPLIT_FUNCTIONS = ("heavy", "medium", "light")  # bench/workloads/split.py
 LOADED = "+load"  # the suffix of a candidate's twin that runs beside CPU hogs (--load)
+OTHER = "@other"  # the suffix of a leadline candidate's twin that runs --other-build's build
 
 # ---------------------------------------------------------------------------------------------
 # Candidates
@@ -52,6 +53,7 @@ class Candidate:
     rate: int = 0  # samples per second
     options: tuple[str, ...] = ()  # more `leadline run` or `py-spy record` options
     loaded: bool = False  # runs while --load CPU hogs keep every core busy
+    build: str = ""  # put first on PYTHONPATH: another build of leadline (--other-build)
 
     def under_load(self) -> Candidate:
         """This candidate's twin that runs beside the CPU hogs (--load), named NAME+load."""
@@ -60,6 +62,16 @@ class Candidate:
             name=f"{self.name}{LOADED}",
             description=f"{self.description}; beside CPU hogs",
             loaded=True,
+        )
+
+    def built_in(self, directory: str) -> Candidate:
+        """This leadline candidate's twin that runs the build of leadline in `directory`
+        (--other-build), named NAME@other."""
+        return dataclasses.replace(
+            self,
+            name=f"{self.name}{OTHER}",
+            description=f"{self.description}; the other build ({directory})",
+            build=directory,
         )
 
     def command(
@@ -665,6 +677,13 @@ def main(argv: list[str] | None = None) -> int:
         "(accuracy: each loaded share against the truth measured in the same run)",
     )
     parser.add_argument(
+        "--other-build",
+        metavar="DIR",
+        help="also run every leadline candidate with the build of leadline in DIR (e.g. "
+        "`pip install --no-deps --target DIR .` of another checkout), interleaved with this "
+        "one's, as NAME@other: to compare two builds in one run",
+    )
+    parser.add_argument(
         "--split-seconds",
         type=float,
         help="work of the split workload, seconds (default 10, with --quick 3)",
@@ -694,6 +713,9 @@ def main(argv: list[str] | None = None) -> int:
             for n, c in pool.items()
             if n in wanted or n == "baseline" or (not wanted and n not in DEFAULT_EXCLUDED)
         ]
+        if args.other_build:
+            build = str(Path(args.other_build).resolve())
+            plan[w] += [c.built_in(build) for c in plan[w] if c.kind == "leadline"]
         if args.load:
             plan[w] += [c.under_load() for c in plan[w]]
     used = {c.name: c for cands in plan.values() for c in cands}
@@ -745,7 +767,9 @@ def main(argv: list[str] | None = None) -> int:
             cmd = c.command(
                 python, py_spy or "py-spy", out, workload.script, workload.args(run_dir)
             )
-            env = {"SPLIT_TRUTH": str(run_dir / "truth.json")} if accuracy else None
+            env = {"SPLIT_TRUTH": str(run_dir / "truth.json")} if accuracy else {}
+            if c.build:
+                env["PYTHONPATH"] = c.build
             session.announce(wname, rnd, n, 20)
             own = c.kind in ("py-spy", "stdlib")
             with cpu_hogs(args.load if c.loaded else 0):

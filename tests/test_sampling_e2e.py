@@ -370,6 +370,21 @@ def test_the_thread_start_wrapper_is_not_in_the_programs_stacks(tmp_path: Path) 
 
 
 @pytest.mark.statistical
+def test_a_tick_reads_the_programs_memory_in_two_calls(tmp_path: Path) -> None:
+    """A tick reads at once the pages the previous one read before its first walk (the
+    interpreter, the thread states), and a thread's walk the pages its previous walks read (its
+    frames), after its clock (docs/run.md, "What a tick costs"): a busy thread's tick makes 2
+    reads of the program's memory on every version (one page at a time: 3 on 3.12, 5 on 3.11,
+    11 on 3.10), beside a sleeping thread that cpu mode does not read.  A read again because
+    the stack changed may add one."""
+    r, _ = run_profile(tmp_path, BUSY, "--mode", "cpu", "--rate", "1000")
+    assert r.returncode == 3, r.stderr
+    with Capture(tmp_path / "out.lead") as cap:
+        end = cap.end or {}
+    assert end["ticks"] > 500, end
+    assert end["reads"] <= 3 * end["ticks"], end
+
+
 def test_deep_recursion_5000_frames(tmp_path: Path) -> None:
     src = """
         import sys, time

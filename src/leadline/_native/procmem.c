@@ -55,6 +55,35 @@ size_t ll_mem_read_many(pid_t pid, const uint64_t *addrs, size_t n, uint8_t *out
     return done;
 }
 
+/* The cache's slots are in sets of LL_PAGE_WAYS, a page's set chosen by its number: two pages a
+ * tick needs whose numbers fall in one set (with one slot a set, one run in three or four of a
+ * busy loop on 3.10, whose frames are objects of their own) would otherwise take each other's
+ * slot, and one of them be read again, alone, every tick. */
+#define LL_PAGE_WAYS 2
+
+/* The slot that holds `page`, or (*hit = 0) the one of its set to read it into: one not valid,
+ * else the one used least lately; never one of the `ntaken` slots in `taken` (NULL when none
+ * is free). */
+static LLPageSlot *slot_of(LLMem *m, uint64_t page, LLPageSlot *const *taken, int ntaken,
+                           int *hit) {
+    LLPageSlot *set = &m->slots[((page / LL_PAGE) % (LL_PAGE_SLOTS / LL_PAGE_WAYS)) * LL_PAGE_WAYS];
+    LLPageSlot *victim = NULL;
+    *hit = 0;
+    for (int w = 0; w < LL_PAGE_WAYS; w++) {
+        LLPageSlot *s = &set[w];
+        int busy = 0;
+        for (int j = 0; j < ntaken; j++) busy |= taken[j] == s;
+        if (busy) continue;
+        if (s->gen == m->gen && s->page == page) {
+            *hit = 1;
+            return s;
+        }
+        if (!victim || (victim->gen == m->gen && (s->gen != m->gen || s->used < victim->used)))
+            victim = s;
+    }
+    return victim;
+}
+
 /* Reads through a small cache of whole pages, valid until the next ll_mem_forget(): the frames
  * of one stack, and the code objects they run, mostly share a few pages. */
 int ll_mem_read(LLMem *m, uint64_t addr, void *buf, size_t n) {
@@ -63,8 +92,9 @@ int ll_mem_read(LLMem *m, uint64_t addr, void *buf, size_t n) {
         uint64_t page = addr & ~(uint64_t)(LL_PAGE - 1);
         size_t off = (size_t)(addr - page);
         size_t take = LL_PAGE - off < n ? LL_PAGE - off : n;
-        LLPageSlot *s = &m->slots[(page / LL_PAGE) % LL_PAGE_SLOTS];
-        if (s->gen != m->gen || s->page != page) {
+        int hit;
+        LLPageSlot *s = slot_of(m, page, NULL, 0, &hit);
+        if (!hit) {
             int err = ll_mem_read_raw(m->pid, page, s->data, LL_PAGE);
             if (err) {
                 s->gen = 0;
@@ -104,10 +134,11 @@ static void read_pages(LLMem *m, const uint64_t *pages, int n) {
     LLPageSlot *slot[LL_PAGES_AHEAD];
     int k = 0;
     for (int i = 0; i < n && i < LL_PAGES_AHEAD; i++) {
-        LLPageSlot *s = &m->slots[(pages[i] / LL_PAGE) % LL_PAGE_SLOTS];
-        int taken = 0; /* two pages of one slot: the first one asked for */
-        for (int j = 0; j < k; j++) taken |= slot[j] == s;
-        if (taken) continue;
+        /* A slot of the page's set that this call has not taken yet (more pages of one set
+         * than it has slots: the first ones asked for). */
+        int hit;
+        LLPageSlot *s = slot_of(m, pages[i], slot, k, &hit);
+        if (!s) continue;
         slot[k] = s;
         s->gen = 0;
         s->page = pages[i];
@@ -132,6 +163,13 @@ void ll_mem_refresh(LLMem *m) {
     ll_mem_forget(m);
     read_pages(m, m->used, m->nused);
 }
+
+void ll_mem_new_walk(LLMem *m) {
+    if (++m->round == 0) m->round = 1;
+    m->nused = 0;
+}
+
+void ll_mem_prefetch(LLMem *m, const uint64_t *pages, int n) { read_pages(m, pages, n); }
 
 int ll_mem_init(LLMem *m, pid_t pid) {
     m->pid = pid;

@@ -40,6 +40,13 @@ void ll_mem_forget(LLMem *m); /* the cached pages are stale from now on */
 void ll_mem_new_round(LLMem *m);
 /* The same within a round: the cache is stale, the pages it used so far read again at once. */
 void ll_mem_refresh(LLMem *m);
+/* A walk within a round: the list of pages used (m->used, which ll_mem_refresh reads again)
+ * starts empty; the cache stays valid. */
+void ll_mem_new_walk(LLMem *m);
+/* The n pages (distinct, at most LL_PAGES_AHEAD) read into the cache in one system call: those
+ * the reads to come are expected to use (the sampler: what the previous tick read before its
+ * first walk, what a thread's previous walk read). */
+void ll_mem_prefetch(LLMem *m, const uint64_t *pages, int n);
 int ll_mem_read(LLMem *m, uint64_t addr, void *buf, size_t n);      /* 0 or an errno */
 int ll_mem_read_raw(pid_t pid, uint64_t addr, void *buf, size_t n); /* uncached */
 size_t ll_mem_read_many(pid_t pid, const uint64_t *addrs, size_t n, uint8_t *out, size_t size);

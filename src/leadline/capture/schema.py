@@ -210,6 +210,7 @@ SAMPLER_COUNTERS = (
     "parked",
     "truncated",
     "sampler_cpu_ns",
+    "reads",
 )
 
 END_FIELDS: dict[str, Check] = {
