@@ -385,6 +385,7 @@ def test_a_tick_reads_the_programs_memory_in_two_calls(tmp_path: Path) -> None:
     assert end["reads"] <= 3 * end["ticks"], end
 
 
+@pytest.mark.statistical
 def test_deep_recursion_5000_frames(tmp_path: Path) -> None:
     src = """
         import sys, time

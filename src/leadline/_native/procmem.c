@@ -95,14 +95,16 @@ int ll_mem_read(LLMem *m, uint64_t addr, void *buf, size_t n) {
         int hit;
         LLPageSlot *s = slot_of(m, page, NULL, 0, &hit);
         if (!hit) {
+            if (s->page != page) s->used = 0; /* another page: not used in this round yet */
             int err = ll_mem_read_raw(m->pid, page, s->data, LL_PAGE);
             if (err) {
+                m->reads++; /* the whole page's, which failed */
                 s->gen = 0;
                 /* The page may be only partly readable (the end of a mapping is page aligned,
                  * so this is rare); try exactly what was asked for. */
                 err = ll_mem_read_raw(m->pid, addr, out, take);
-                if (err) return err;
                 m->reads++;
+                if (err) return err;
                 out += take;
                 addr += take;
                 n -= take;
@@ -141,6 +143,7 @@ static void read_pages(LLMem *m, const uint64_t *pages, int n) {
         if (!s) continue;
         slot[k] = s;
         s->gen = 0;
+        if (s->page != pages[i]) s->used = 0; /* another page: not used in this round yet */
         s->page = pages[i];
         local[k] = (struct iovec){s->data, LL_PAGE};
         remote[k] = (struct iovec){(void *)(uintptr_t)pages[i], LL_PAGE};

@@ -35,10 +35,10 @@ typedef struct {
 int ll_mem_init(LLMem *m, pid_t pid);
 void ll_mem_free(LLMem *m);
 void ll_mem_forget(LLMem *m); /* the cached pages are stale from now on */
-/* A new round of reads (a tick): the cache is stale, and the round's list of the pages it uses
- * (read again at once by ll_mem_refresh) starts empty. */
+/* A new round of reads (a tick): the cache is stale, and the list of the pages used (m->used,
+ * read again at once by ll_mem_refresh) starts empty. */
 void ll_mem_new_round(LLMem *m);
-/* The same within a round: the cache is stale, the pages it used so far read again at once. */
+/* The cache is stale; the pages used since the round or walk began are read again at once. */
 void ll_mem_refresh(LLMem *m);
 /* A walk within a round: the list of pages used (m->used, which ll_mem_refresh reads again)
  * starts empty; the cache stays valid. */

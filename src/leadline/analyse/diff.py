@@ -1267,17 +1267,20 @@ def host_speed(
     whole: Change,
     total: float,
 ) -> float:
-    """How much longer the same work took on NEW's host than on BASE's, when one run a side is
-    compared per run: the median, weighted by BASE's self cost, of the ratio NEW / BASE of the
-    self cost of every function found on both sides whose owner's code did not change (the
-    program's own code beside an upgraded package, the standard library under one Python).
-    1.0 (no correction) unless some owner changed (otherwise what changed is not known, and a
-    change of the program's main function would read as the host's) and that code is at least
-    REFERENCE_SHARE of BASE's `total`; at most the whole program's ratio, and at least its
-    inverse.  On this project's 2-core host, CPU time for the same work moved by 10% between
-    quiet runs and by up to 1.4x beside CPU hogs, far beyond the whole program's floor; the
-    culprits are then found at BASE's speed (new cost / this), so that the program's unchanged
-    work, slower on a slower host, is not followed as new cost (culprits.py)."""
+    """How much longer the same work took on NEW's host than on BASE's, when fewer than MIN_RUNS
+    runs a side are compared per run: the median, weighted by BASE's self cost, of the ratio
+    NEW / BASE of the self cost of every function found on both sides whose owner's code did
+    not change (the program's own code beside an upgraded package, the standard library under
+    one Python).  1.0 (no correction) unless some owner changed (otherwise what changed is not
+    known, and a change of the program's main function would read as the host's) and that code
+    is at least REFERENCE_SHARE of BASE's `total`.  Kept between 1 and the whole program's
+    ratio, and within what the whole program's judge counts as noise (WHOLE_SIGMA x
+    WHOLE_FLOOR): unchanged code can run more because changed code calls it more (a retry
+    more), and no more than that noise is taken for the host's.  On this project's 2-core
+    host, CPU time for the same work moved by 10% between quiet runs and by up to 1.4x beside
+    CPU hogs; the culprits are then found at BASE's speed (new cost / this), so that the
+    program's unchanged work, slower on a slower host, is not followed as new cost
+    (culprits.py)."""
     ratio = whole.ratio
     if not changed or ratio is None or ratio <= 0:
         return 1.0
@@ -1296,7 +1299,9 @@ def host_speed(
         if seen >= reference / 2:
             median = r
             break
-    return min(max(median, min(ratio, 1 / ratio)), max(ratio, 1 / ratio))
+    most = 1 + WHOLE_SIGMA * WHOLE_FLOOR
+    low, high = (1.0, min(ratio, most)) if ratio >= 1 else (max(ratio, 1 / most), 1.0)
+    return min(max(median, low), high)
 
 
 @dataclass
