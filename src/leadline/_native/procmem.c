@@ -158,6 +158,10 @@ static void read_pages(LLMem *m, const uint64_t *pages, int n) {
 
 void ll_mem_new_round(LLMem *m) {
     ll_mem_forget(m);
+    ll_mem_new_walk(m);
+}
+
+void ll_mem_new_walk(LLMem *m) {
     if (++m->round == 0) m->round = 1;
     m->nused = 0;
 }
@@ -165,11 +169,6 @@ void ll_mem_new_round(LLMem *m) {
 void ll_mem_refresh(LLMem *m) {
     ll_mem_forget(m);
     read_pages(m, m->used, m->nused);
-}
-
-void ll_mem_new_walk(LLMem *m) {
-    if (++m->round == 0) m->round = 1;
-    m->nused = 0;
 }
 
 void ll_mem_prefetch(LLMem *m, const uint64_t *pages, int n) { read_pages(m, pages, n); }

@@ -189,16 +189,13 @@ def new_cost(
     with it.  One pass, children before parents."""
     base, new = values
     n_nodes = len(parent)
+    own = _own_growth(parent, base, new)
     grown = array("d", [0.0]) * n_nodes
-    own = array("d", (new[n] - base[n] for n in range(n_nodes)))
     below = array("d", [0.0]) * n_nodes
     for n in range(n_nodes - 1, 0, -1):
-        d = new[n] - base[n]
-        grown[n] = min(d, func_growth[func[n]], own[n] + below[n])
-        p = parent[n]
-        own[p] -= d
-        below[p] += max(grown[n], 0.0)
-    grown[0] = new[0] - base[0] if n_nodes else 0.0
+        grown[n] = min(new[n] - base[n], func_growth[func[n]], own[n] + below[n])
+        below[parent[n]] += max(grown[n], 0.0)
+    grown[0] = new[0] - base[0]
     return grown
 
 
