@@ -17,7 +17,7 @@ from diffsides import side_of
 from htmlpage import assert_clean
 from support import leadline, run
 
-from leadline.analyse.culprits import PROGRAM, STDLIB, owner_of
+from leadline.analyse.culprits import PROGRAM, STDLIB, fold_recursion, owner_of
 from leadline.analyse.diff import Func, Settings, Side, compare, fail_reasons, to_json
 
 SITE = "/venv/lib/python3.12/site-packages"
@@ -428,3 +428,72 @@ def test_the_hosts_speed_explains_no_more_than_the_whole_programs_noise() -> Non
     assert r.whole is not None and r.whole.ratio == pytest.approx(18.1 / 9.1)
     assert names(r)[0] == ("Retrying.call", "checksum")
     assert r.culprits[0].delta == pytest.approx(18.0 / 1.15 - 9.0)
+
+
+def test_recursion_is_folded_at_its_first_frame() -> None:
+    """main -> a -> b -> a -> c: the second `a` is cut back to the first, so `c` hangs under
+    the first `a`; the cost of each sample stays on one folded path."""
+    # node:    0   1(main) 2(a) 3(b) 4(a) 5(c) 6(b, under the second a)
+    parent = [-1, 0, 1, 2, 3, 4, 4]
+    func = [-1, 10, 11, 12, 11, 13, 12]
+    f = fold_recursion(parent, func)
+    names_of = {10: "main", 11: "a", 12: "b", 13: "c"}
+    paths = {
+        tuple(names_of[f.func[y]] for y in _path(f.parent, x)) for x in range(1, len(f.parent))
+    }
+    assert paths == {("main",), ("main", "a"), ("main", "a", "b"), ("main", "a", "c")}
+    assert list(f.back) == [0, 0, 0, 0, 1, 0, 0]
+    assert f.node[4] == f.node[2] and f.node[6] == f.node[3]
+    # Inclusive costs: main 10 (1 its own), a 9, b 8 (2 own), the second a 6 (1 own), c 3,
+    # the inner b 2.  Folded: a 9, b 2 + 2 = 4, c 3.
+    incl = [0.0, 10.0, 9.0, 8.0, 6.0, 3.0, 2.0]
+    folded = f.values(incl)
+    by_path = {
+        tuple(names_of[f.func[y]] for y in _path(f.parent, x)): folded[x]
+        for x in range(1, len(f.parent))
+    }
+    assert by_path == {
+        ("main",): 10.0,
+        ("main", "a"): 9.0,
+        ("main", "a", "b"): 4.0,
+        ("main", "a", "c"): 3.0,
+    }
+
+
+def _path(parent: list[int], x: int) -> list[int]:
+    out = []
+    while x > 0:
+        out.append(x)
+        x = parent[x]
+    return out[::-1]
+
+
+def test_new_cost_spread_over_every_level_of_a_recursion_is_one_culprit() -> None:
+    """jsonschema 3.2.0 -> 4.0.1: `ref` -> `descend` -> `iter_errors` -> `ref` ... 100 levels
+    deep, and at every level `ref` now resolves its reference with `_finditem`, which scans the
+    whole schema: a few samples a level, within counting noise on each path, 0.6 s in all.
+    Folded at the first `ref`, the levels add up: `_finditem` is the culprit with all of it
+    (unfolded, the walk went down the recursion and ended at a `ref` ten levels from its bottom,
+    with a tenth of it, as one busy run of the real pair on 3.14 did)."""
+    lib = f"{SITE}/jsonschema/validators.py"
+    validate = fn("Validator.validate", lib, 300)
+    ref = fn("ref", f"{SITE}/jsonschema/_validators.py", 280)
+    descend = fn("Validator.descend", lib, 240)
+    errors = fn("Validator.iter_errors", lib, 200)
+    resolve = fn("RefResolver.resolve", lib, 800)
+    finditem = fn("RefResolver._finditem", lib, 700)
+    base_stacks: dict[tuple[Func, ...], float] = {(MAIN, validate): 100}
+    new_stacks: dict[tuple[Func, ...], float] = {(MAIN, validate): 100}
+    level: tuple[Func, ...] = (MAIN, validate, errors)
+    for _ in range(100):
+        level = (*level, ref)
+        base_stacks[(*level, resolve)] = 2
+        new_stacks[(*level, resolve)] = 2
+        new_stacks[(*level, resolve, finditem)] = 6
+        level = (*level, descend, errors)
+        base_stacks[level] = 5
+        new_stacks[level] = 5
+    r = compare(side(base_stacks), side(new_stacks))
+    assert r.by_run
+    assert names(r)[0] == ("RefResolver._finditem", None)
+    assert r.culprits[0].delta == pytest.approx(0.6)

@@ -3,7 +3,8 @@
 A ranking by growth of self cost names the leaf where the new time is spent, and that is often
 a standard-library function (a file open, an introspection helper) that the code which changed
 now calls much more.  The question a diff is asked is which code changed, so the culprits are
-found in the merged call tree of both sides, from the top down:
+found in the merged call tree of both sides, with its recursion folded (fold_recursion: new
+cost spread over every level of a recursion adds up on one path), from the top down:
 
 1. **Real growth.**  A call path's growth is real when it is beyond noise by the diff's full
    noise model (counting noise, run-to-run floor, raced reads), or when the whole program got
@@ -205,6 +206,122 @@ def _own_growth(parent: Sequence[int], base: Sequence[float], new: Sequence[floa
     for n in range(1, len(parent)):
         own[parent[n]] -= new[n] - base[n]
     return own
+
+
+# Folding stops (the tree is walked as it is) if it would cost more than this many steps per
+# node: a path of many distinct functions under which many branches call back to its top.
+FOLD_BUDGET = 64
+
+
+@dataclass
+class Folded:
+    """A call tree with its recursion folded: every path is cut back to a function's first
+    frame when that function is called again below it, so that cost spread over every level
+    of a recursion (jsonschema 4's `ref` -> `descend` -> ... -> `ref`, each level calling
+    `RefResolver.resolve`) adds up on one path.  `node[m]`: the folded node of the tree's node
+    `m`; `back[m]`: whether `m` was cut back (its function was already on its folded path)."""
+
+    parent: list[int]
+    func: list[int]
+    node: array[int]
+    back: bytearray
+    tree_parent: Sequence[int]
+
+    @classmethod
+    def unfolded(cls, parent: Sequence[int], func: Sequence[int]) -> Folded:
+        """The tree as it is."""
+        n = len(parent)
+        return cls(list(parent), list(func), array("q", range(n)), bytearray(n), parent)
+
+    def values(self, incl: Sequence[float], additive: bool = True) -> list[float]:
+        """Per folded node, its value from the tree's: of inclusive costs (`additive`), the
+        cost of the samples whose folded path passes through it (each tree node's own cost
+        goes to its folded node, and up); otherwise (counts of calls) the sum over the nodes
+        that were not cut back."""
+        n_tree, n_fold = len(self.node), len(self.parent)
+        out = [0.0] * n_fold
+        if not additive:
+            for m in range(1, n_tree):
+                if not self.back[m]:
+                    out[self.node[m]] += incl[m]
+            return out
+        own = [float(incl[m]) for m in range(n_tree)]
+        for m in range(n_tree - 1, 0, -1):
+            p = self.tree_parent[m]
+            if p > 0:
+                own[p] -= incl[m]
+        for m in range(1, n_tree):
+            out[self.node[m]] += own[m]
+        for x in range(n_fold - 1, 0, -1):
+            if self.parent[x] > 0:
+                out[self.parent[x]] += out[x]
+        return out
+
+
+def fold_recursion(parent: Sequence[int], func: Sequence[int]) -> Folded:
+    """The tree `parent` (node 0 the root, parents before children) of functions `func`, with
+    its recursion folded (Folded).  One depth-first pass; each cut costs the frames it drops
+    from the folded path, which the pass puts back when it leaves the cut node.  Should that
+    exceed FOLD_BUDGET steps per node, the tree is returned unfolded."""
+    n_tree = len(parent)
+    first = array("q", [-1]) * n_tree
+    after = array("q", [-1]) * n_tree
+    for m in range(n_tree - 1, 0, -1):
+        after[m] = first[parent[m]]
+        first[parent[m]] = m
+    fparent, ffunc, fdepth = [-1], [-1], [0]
+    made: dict[tuple[int, int], int] = {}
+    node = array("q", [0]) * n_tree
+    back = bytearray(n_tree)
+    path = [0]  # the folded path of the node being visited
+    at: dict[int, int] = {}  # function -> its folded node on `path`
+    dropped: dict[int, list[int]] = {}  # cut node -> what its cut took off `path`
+    budget = FOLD_BUDGET * n_tree
+    stack: list[int] = []
+    c = first[0]
+    while c >= 0:
+        stack.append(c)
+        c = after[c]
+    while stack:
+        m = stack.pop()
+        if m < 0:  # leaving ~m: its folded path's end goes back as it was
+            gone = dropped.pop(~m, None)
+            if gone is None:
+                del at[ffunc[path.pop()]]
+            else:
+                for x in gone:
+                    at[ffunc[x]] = x
+                path.extend(gone)
+            continue
+        f = func[m]
+        x = at.get(f, -1)
+        if x < 0:
+            key = (path[-1], f)
+            x = made.get(key, -1)
+            if x < 0:
+                x = made[key] = len(fparent)
+                fparent.append(path[-1])
+                ffunc.append(f)
+                fdepth.append(fdepth[path[-1]] + 1)
+            path.append(x)
+            at[f] = x
+        else:
+            gone = path[fdepth[x] + 1 :]
+            del path[fdepth[x] + 1 :]
+            for y in gone:
+                del at[ffunc[y]]
+            dropped[m] = gone
+            back[m] = 1
+            budget -= len(gone)
+            if budget < 0:
+                return Folded.unfolded(parent, func)
+        node[m] = x
+        stack.append(~m)
+        c = first[m]
+        while c >= 0:
+            stack.append(c)
+            c = after[c]
+    return Folded(fparent, ffunc, node, back, parent)
 
 
 def _culprits_by_node(

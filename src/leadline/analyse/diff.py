@@ -53,7 +53,7 @@ from ..capture.reader import MAGIC, Capture
 from ..capture.stop import stopped_early
 from ..errors import LeadlineError
 from ..fleet.pyroscope import FleetQuery, is_fleet_url, parse_fleet_url, select_merge_profile
-from .culprits import STDLIB, Culprit, find_culprits, owner_of
+from .culprits import STDLIB, Culprit, Folded, find_culprits, fold_recursion, owner_of
 from .model import Stack
 from .samples import load_profile, selected
 from .stacktree import StackTree, TreePath
@@ -1460,31 +1460,117 @@ def _tree(
     host: float = 1.0,
 ) -> tuple[tuple[list[int], list[int], list[Change]], list[Culprit], list[list[int]]]:
     """The merged call-path tree (parents, ranked function indexes, changes; its root alone
-    unless `wanted`), the culprits found in it (culprits.py; `by_func`: each ranked function's
-    owner and growth of inclusive cost, `changed`: the owners whose code differs, `root_real`:
-    the whole program's growth is beyond noise; `host`: NEW's costs are divided by it for the
-    culprits, host_speed) with ranked function indexes, and each culprit's nodes in the tree
-    sent."""
+    unless `wanted`), the culprits found in it with its recursion folded (culprits.py;
+    `by_func`: each ranked function's owner and growth of inclusive cost, `changed`: the owners
+    whose code differs, `root_real`: the whole program's growth is beyond noise; `host`: NEW's
+    costs are divided by it for the culprits, host_speed) with ranked function indexes, and
+    each culprit's nodes in the tree sent."""
     cb, cn = costs
-    judge, counting = judges
     # Each side's call paths, or each run's (then a side's value is its mean run's).
     merged, values = _merged_tree([cb, cn] if runs is None else [*runs.base, *runs.new])
+    funcs = [position[k] if k >= 0 else -1 for k in merged.key]
+    totals = (cb.total, cn.total)
+    # The culprits are looked for with recursion folded, so that new cost spread over every
+    # level of a recursion adds up on one path.  Not in a work diff: calls do not add up so.
+    folded = (Folded.unfolded if calls else fold_recursion)(merged.parent, funcs)
+    walk = _judged([_fold_values(folded, v) for v in values], totals, judges, runs, host)
+    owners, func_growth = by_func
+    culprits = find_culprits(
+        folded.parent,
+        folded.func,
+        (walk.base, walk.walk_new),
+        (walk.walk_full, walk.walk_alone),
+        func_growth,
+        owners,
+        changed,
+        root_real,
+        calls=calls,
+    )
+    for c in culprits:
+        c.noise = math.sqrt(math.fsum(walk.noise[x] ** 2 for x in c.nodes if x > 0))
+        c.new = math.fsum(walk.new[x] for x in c.nodes)  # as NEW ran (its figure is at BASE's)
+    parent: list[int] = [-1]
+    tfunc: list[int] = [-1]
+    tchange: list[Change] = [Change(cb.total, cn.total, 0.0, 0)]
+    index = {0: 0}
+    if wanted:
+        shown = _judged(values, totals, judges, runs)
+        # Shallower nodes first (each level in the order its nodes were met), so that every
+        # node's parent comes before it and a tree too large to send loses its deepest levels.
+        order = sorted(range(1, len(merged)), key=lambda m: merged.depth[m])
+        for m in order[: MAX_TREE_NODES - 1]:
+            index[m] = len(parent)
+            parent.append(index[merged.parent[m]])
+            tfunc.append(funcs[m])
+            tchange.append(Change(shown.base[m], shown.new[m], shown.noise[m], shown.full[m]))
+    # A culprit's nodes in the tree sent: those that its folded nodes are (not cut back to).
+    at: dict[int, list[int]] = {}
+    for m in range(1, len(merged)):
+        if not folded.back[m] and m in index:
+            at.setdefault(folded.node[m], []).append(index[m])
+    nodes = [[t for x in c.nodes if x > 0 for t in at.get(x, ())] for c in culprits]
+    return (parent, tfunc, tchange), culprits, nodes
+
+
+def _fold_values(folded: Folded, values: list[Merged]) -> list[Merged]:
+    """A side's (or run's) merged node values on the folded tree: costs and variances as
+    inclusive values (Folded.values; no less than 0, which sums of nodes' own parts, their
+    inclusive values less their children's, can miss by a rounding error), calls summed."""
+    return list(
+        zip(
+            (max(v, 0.0) for v in folded.values([v for v, _, _ in values])),
+            (max(var, 0.0) for var in folded.values([var for _, var, _ in values])),
+            (round(k) for k in folded.values([k for _, _, k in values], additive=False)),
+            strict=True,
+        )
+    )
+
+
+@dataclass
+class _Nodes:
+    """A tree's nodes judged: each side's value, the change's verdicts (full noise model,
+    counting alone) and noise; and the same with NEW at BASE's host speed (walk_*: the same
+    arrays when the speeds are alike)."""
+
+    base: array[float]
+    new: array[float]
+    full: array[int]
+    alone: array[int]
+    noise: array[float]
+    walk_new: array[float]
+    walk_full: array[int]
+    walk_alone: array[int]
+
+
+def _judged(
+    values: list[list[Merged]],
+    totals: tuple[float, float],
+    judges: tuple[_Judge, _Judge],
+    runs: _Runs | None,
+    host: float = 1.0,
+) -> _Nodes:
+    """Every node of a tree judged (`values`: per side, or per run of each side, each node's
+    inclusive cost, variance and calls; node 0 the root, whose values are the sides' totals)."""
+    judge, counting = judges
     n_base = 1 if runs is None else len(runs.base)
-    size = len(merged)
-    # Per node: the change's sides and its verdicts (full noise model, counting alone), in
-    # arrays: a 50,000-deep tree costs tens of bytes a node here, not objects.
-    base_at = array("d", [cb.total]) * size
-    new_at = array("d", [cn.total]) * size
-    full_sig = array("b", [0]) * size
-    alone_sig = array("b", [0]) * size
-    noise_at = array("d", [0.0]) * size
-    # The culprits' view: NEW at BASE's host speed (the same arrays when that is NEW's).
-    walk_new, walk_full, walk_alone = new_at, full_sig, alone_sig
+    size = len(values[0])
+    # In arrays: a 50,000-deep tree costs tens of bytes a node here, not objects.
+    out = _Nodes(
+        array("d", [totals[0]]) * size,
+        array("d", [totals[1]]) * size,
+        array("b", [0]) * size,
+        array("b", [0]) * size,
+        array("d", [0.0]) * size,
+        array("d", [0.0]),
+        array("b", [0]),
+        array("b", [0]),
+    )
+    out.walk_new, out.walk_full, out.walk_alone = out.new, out.full, out.alone
     if host != 1.0:
         assert runs is None, "a side of several runs measures its host's speed in its spread"
-        walk_new = array("d", [cn.total / host]) * size
-        walk_full = array("b", [0]) * size
-        walk_alone = array("b", [0]) * size
+        out.walk_new = array("d", [totals[1] / host]) * size
+        out.walk_full = array("b", [0]) * size
+        out.walk_alone = array("b", [0]) * size
     for m in range(1, size):
         if runs is None:
             (b, vb, kb), (nw, vn, kn) = values[0][m], values[1][m]
@@ -1493,53 +1579,22 @@ def _tree(
                 _mean_node([v[m] for v in values[:n_base]]),
                 _mean_node([v[m] for v in values[n_base:]]),
             )
-        base_at[m], new_at[m] = b, nw
+        out.base[m], out.new[m] = b, nw
         alone = counting(b, nw, (vb, vn), (kb, kn))
-        alone_sig[m] = alone.sig
+        out.alone[m] = alone.sig
         if runs is None:
             ch = judge(b, nw, (vb, vn), (kb, kn))
         else:
             per_run = [v[m][0] for v in values]
             assumed = runs.assumed(alone.noise**2, judge, b, nw, (vb, vn), (kb, kn))
             ch = runs.judge(b, nw, per_run[:n_base], per_run[n_base:], alone.noise**2, assumed)
-        full_sig[m], noise_at[m] = ch.sig, ch.noise
+        out.full[m], out.noise[m] = ch.sig, ch.noise
         if host != 1.0:
             slow = nw / host
-            walk_new[m] = slow
-            walk_alone[m] = counting(b, slow, (vb, vn / host**2), (kb, kn)).sig
-            walk_full[m] = judge(b, slow, (vb, vn / host**2), (kb, kn)).sig
-    del values
-    funcs = [position[k] if k >= 0 else -1 for k in merged.key]
-    owners, func_growth = by_func
-    culprits = find_culprits(
-        merged.parent,
-        funcs,
-        (base_at, walk_new),
-        (walk_full, walk_alone),
-        func_growth,
-        owners,
-        changed,
-        root_real,
-        calls=calls,
-    )
-    for c in culprits:
-        c.noise = math.sqrt(math.fsum(noise_at[m] ** 2 for m in c.nodes if m > 0))
-        c.new = math.fsum(new_at[m] for m in c.nodes)  # as NEW ran (its figure is at BASE's speed)
-    parent: list[int] = [-1]
-    tfunc: list[int] = [-1]
-    tchange: list[Change] = [Change(cb.total, cn.total, 0.0, 0)]
-    index = {0: 0}
-    if wanted:
-        # Shallower nodes first (each level in the order its nodes were met), so that every
-        # node's parent comes before it and a tree too large to send loses its deepest levels.
-        order = sorted(range(1, size), key=lambda m: merged.depth[m])
-        for m in order[: MAX_TREE_NODES - 1]:
-            index[m] = len(parent)
-            parent.append(index[merged.parent[m]])
-            tfunc.append(funcs[m])
-            tchange.append(Change(base_at[m], new_at[m], noise_at[m], full_sig[m]))
-    nodes = [[index[m] for m in c.nodes if m in index and m > 0] for c in culprits]
-    return (parent, tfunc, tchange), culprits, nodes
+            out.walk_new[m] = slow
+            out.walk_alone[m] = counting(b, slow, (vb, vn / host**2), (kb, kn)).sig
+            out.walk_full[m] = judge(b, slow, (vb, vn / host**2), (kb, kn)).sig
+    return out
 
 
 Merged = tuple[float, float, int]  # a merged node's inclusive cost, its variance, its calls
