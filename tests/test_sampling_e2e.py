@@ -369,6 +369,35 @@ def test_the_thread_start_wrapper_is_not_in_the_programs_stacks(tmp_path: Path) 
     assert start and start[0]["total"] > 10, data["functions"][:8]
 
 
+def test_the_interpreters_init_frame_is_not_in_the_programs_stacks(tmp_path: Path) -> None:
+    """From 3.13 a class's call runs its ``__init__`` under a frame of the interpreter's own
+    (code named ``__init__`` in a file ``__init__``), which the sampler reads like any Python
+    frame.  It is not the program's: ``Point.__init__`` is shown under ``main``, which called
+    it (a diff took that frame, found at line 0 on one side, for a change of the program)."""
+    src = """
+        class Point:
+            def __init__(self, x):
+                self.x = sum(range(x))
+
+        def main():
+            for i in range(60000):
+                Point(200)
+
+        main()
+    """
+    _, data = run_profile(tmp_path, src, "--rate", "2000")
+    files = {f["file"] for f in data["functions"]}
+    assert "__init__" not in files, files
+    frames = data["frames"]
+    callers: dict[str, int] = {}
+    for s in data["stacks"]:
+        for k, i in enumerate(s["frames"]):
+            if k > 0 and frames[i]["name"] in ("Point.__init__", "__init__"):  # 3.10: no class
+                caller = frames[s["frames"][k - 1]]["name"]
+                callers[caller] = callers.get(caller, 0) + s["samples"]
+    assert set(callers) == {"main"} and callers["main"] > 20, callers
+
+
 @pytest.mark.statistical
 def test_a_tick_reads_the_programs_memory_in_two_calls(tmp_path: Path) -> None:
     """A tick reads at once the pages the previous one read before its first walk (the

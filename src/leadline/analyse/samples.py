@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..capture import stop
-from ..capture.reader import SAMPLE_GIVEN, SAMPLE_IDLE, Capture, CaptureStream, Progress
+from ..capture.reader import SAMPLE_GIVEN, SAMPLE_IDLE, Capture, CaptureStream, Function, Progress
 from ..errors import LeadlineError
 from .model import Frame, Metric, SampleProfile, Stack, Thread
 from .stacktree import StackTree, TreePath
@@ -30,6 +30,13 @@ _IN_THE_WAY = frozenset(
     {"Recorder._watch_thread_names.<locals>.start", "start", "Recorder._exit_wrapper",
      "_exit_wrapper"}
 )  # fmt: skip
+
+
+def _is_shim(func: Function | None) -> bool:
+    """The interpreter's own frame between a class's call and its ``__init__`` (3.13+: the
+    ``_Py_InitCleanup`` code, named ``__init__`` in a file ``__init__``, line 0), which the
+    sampler reads like any Python frame: not the program's code, so not shown."""
+    return func is not None and (func.name, func.file, func.line) == ("__init__", "__init__", 0)
 
 
 def _in_the_way(file: str, name: str, package_dir: str) -> bool:
@@ -132,6 +139,9 @@ class _StackResolver:
         """Decides where the stack id `sid` (frame `func`, `off` under `parent`, whose place is
         known) goes."""
         package_dir, node_of, zone = self.package_dir, self._node_of, self._zone
+        if parent in node_of and parent != 0 and _is_shim(self.cap.functions.get(func)):
+            node_of[sid] = node_of[parent]
+            return
         if not package_dir:
             node_of[sid] = self.tree.child(node_of[parent], self.frame_of(func, off))
             return
