@@ -168,6 +168,15 @@ def test_the_code_that_changed_is_preferred_to_the_code_it_calls() -> None:
     assert case(f_line=8, g_line=5)[0] == ("f", "g")
     assert case(f_line=3, g_line=7)[0] == ("g", None)
     assert case(f_line=3, g_line=5)[0] == ("g", None)  # nothing known changed: own code
+    # Why mylib counts as changed is in the JSON: its function `f`, from line 3 to line 8.
+    base = side({(MAIN, fn("f", f"{SITE}/mylib/f.py", 3)): 100})
+    new = side({(MAIN, fn("f", f"{SITE}/mylib/f.py", 8)): 100}, version="3.13.0")
+    assert to_json(compare(base, new))["changed"] == [
+        {"owner": "mylib", "function": {"name": "f", "module_path": "mylib/f.py"},
+         "lines": [3, 8], "python_versions": None},
+        {"owner": STDLIB, "function": None, "lines": None,
+         "python_versions": ["3.12.1", "3.13.0"]},
+    ]  # fmt: skip
 
 
 def test_identical_sides_have_no_culprit() -> None:

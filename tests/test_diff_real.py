@@ -257,6 +257,7 @@ def test_real_regression_is_ranked_first(pair: Pair, tmp_path: Path) -> None:
     assert (top["name"], top["module_path"]) == (pair.culprit_name, pair.culprit_file), (
         [(c["name"], c["module_path"], c["into"], c["delta"]) for c in culprits],
         data["whole"],
+        data["changed"],
     )
     if pair.into is not None:
         # The new cost is in a standard-library call it makes, named as what it now calls.

@@ -842,6 +842,8 @@ class DiffResult:
     # The smallest change of a function's own cost beyond noise, as a fraction of its BASE
     # cost (the median over the functions above DETECT_SHARE of the total), and over how many.
     detectable: tuple[float, int] | None = None
+    # The owners whose code is taken to differ, and why (culprits.py's rule 3).
+    changed: list[Changed] = field(default_factory=list)
 
     @property
     def from_runs(self) -> bool:
@@ -1226,7 +1228,8 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
     for r, fd in enumerate(ranked, 1):
         fd.rank = r
     callers = _top_callers(diffs, order, position, (cb, cn), judge)
-    changed = _changed_owners(base, new, (bmap, nmap))
+    changes = _changed_owners(base, new, (bmap, nmap))
+    changed = set(changes)
     owners = [owner_of(fd.func.file) for fd in ranked]
     host = 1.0
     if by_run and runs is None and unit != "calls" and whole is not None:
@@ -1257,6 +1260,7 @@ def compare(base: Side, new: Side, settings: Settings | None = None) -> DiffResu
         culprits=culprits,
         culprit_nodes=culprit_nodes,
         detectable=_detectable(ranked, cb.total, s.sigma),
+        changed=sorted(changes.values(), key=lambda c: c.owner),
     )
 
 
@@ -1363,22 +1367,36 @@ def _detectable(ranked: list[FunctionDiff], total: float, sigma: float) -> tuple
     return median, len(values)
 
 
-def _changed_owners(base: Side, new: Side, maps: tuple[list[int], list[int]]) -> set[str]:
+@dataclass(frozen=True)
+class Changed:
+    """Why an owner's code is taken to differ between the sides: a function of it found on
+    both whose first line moved (`func`, `lines`), or the Python versions (`func` None)."""
+
+    owner: str
+    func: Func | None
+    lines: tuple[int, int] | None
+    versions: tuple[str, str] | None = None
+
+
+def _changed_owners(base: Side, new: Side, maps: tuple[list[int], list[int]]) -> dict[str, Changed]:
     """The owners (culprits.owner_of) whose code differs between the sides, as far as the
-    profiles show: a function found on both whose first line moved; the standard library when
-    the Python versions differ, and only then (Python 3.10's code objects have no qualified
-    names, so two `__init__`s of one module are one function there, at two lines).  (A
-    function found on one side only says nothing: code that did not change may call it now.)"""
-    changed: set[str] = set()
+    profiles show, each with its first evidence: a function found on both whose first line
+    moved; the standard library when the Python versions differ, and only then (Python 3.10's
+    code objects have no qualified names, so two `__init__`s of one module are one function
+    there, at two lines).  (A function found on one side only says nothing: code that did not
+    change may call it now.)"""
+    changed: dict[str, Changed] = {}
     lines: dict[int, int] = {}
     for side, mapping in zip((base, new), maps, strict=True):
         for i, f in enumerate(side.funcs):
             j = mapping[i]
-            if lines.setdefault(j, f.line) != f.line and owner_of(f.file) != STDLIB:
-                changed.add(owner_of(f.file))
+            first = lines.setdefault(j, f.line)
+            owner = owner_of(f.file)
+            if first != f.line and owner != STDLIB and owner not in changed:
+                changed[owner] = Changed(owner, f, (first, f.line))
     versions = (base.meta.get("python_version"), new.meta.get("python_version"))
     if all(versions) and versions[0] != versions[1]:
-        changed.add(STDLIB)
+        changed[STDLIB] = Changed(STDLIB, None, None, (str(versions[0]), str(versions[1])))
     return changed
 
 
@@ -1825,6 +1843,17 @@ def to_json(r: DiffResult, limit: int | None = None) -> dict[str, Any]:
                 "nodes": nodes,
             }
             for i, (c, nodes) in enumerate(zip(r.culprits, r.culprit_nodes, strict=True), 1)
+        ],
+        "changed": [
+            {
+                "owner": c.owner,
+                "function": None
+                if c.func is None
+                else {"name": c.func.name, "module_path": c.func.module_path},
+                "lines": None if c.lines is None else list(c.lines),
+                "python_versions": None if c.versions is None else list(c.versions),
+            }
+            for c in r.changed
         ],
         "sigma": r.settings.sigma,
         "noise_from_runs": r.from_runs,
