@@ -177,6 +177,11 @@ def test_the_code_that_changed_is_preferred_to_the_code_it_calls() -> None:
         {"owner": STDLIB, "function": None, "lines": None,
          "python_versions": ["3.12.1", "3.13.0"]},
     ]  # fmt: skip
+    # A function of one name in two files, one on each side, is matched but is no evidence:
+    # decorator 4's generated `clamp`, where BASE's samples missed the program's own.
+    gen = side({(MAIN, fn("clamp", "<decorator-gen-3>", 1)): 100})
+    own = side({(MAIN, fn("clamp", "/home/u/bench.py", 30)): 100})
+    assert to_json(compare(gen, own))["changed"] == []
 
 
 def test_identical_sides_have_no_culprit() -> None:
