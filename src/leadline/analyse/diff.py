@@ -1381,10 +1381,10 @@ class Changed:
 def _changed_owners(base: Side, new: Side, maps: tuple[list[int], list[int]]) -> dict[str, Changed]:
     """The owners (culprits.owner_of) whose code differs between the sides, as far as the
     profiles show, each with its first evidence: a function of one module found on both whose
-    first line moved; the standard library when the Python versions differ, and only then (Python 3.10's
-    code objects have no qualified names, so two `__init__`s of one module are one function
-    there, at two lines).  (A function found on one side only says nothing: code that did not
-    change may call it now.)"""
+    first line moved; the standard library when the Python versions differ, and only then
+    (Python 3.10's code objects have no qualified names, so two `__init__`s of one module are
+    one function there, at two lines).  (A function found on one side only says nothing: code
+    that did not change may call it now.)"""
     changed: dict[str, Changed] = {}
     seen: dict[int, tuple[int, str]] = {}
     for side, mapping in zip((base, new), maps, strict=True):
