@@ -18,7 +18,15 @@ from htmlpage import assert_clean
 from support import leadline, run
 
 from leadline.analyse.culprits import PROGRAM, STDLIB, fold_recursion, owner_of
-from leadline.analyse.diff import Func, Settings, Side, compare, fail_reasons, to_json
+from leadline.analyse.diff import (
+    Func,
+    Settings,
+    Side,
+    _fold_values,
+    compare,
+    fail_reasons,
+    to_json,
+)
 
 SITE = "/venv/lib/python3.12/site-packages"
 STD = "/usr/lib/python3.12"
@@ -182,6 +190,24 @@ def test_the_code_that_changed_is_preferred_to_the_code_it_calls() -> None:
     gen = side({(MAIN, fn("clamp", "<decorator-gen-3>", 1)): 100})
     own = side({(MAIN, fn("clamp", "/home/u/bench.py", 30)): 100})
     assert to_json(compare(gen, own))["changed"] == []
+    # Two checkouts of one program are two paths of one file name: its move is evidence.
+    v1 = side({(fn("main", "/home/u/v1/app.py", 1), fn("work", "/home/u/v1/app.py", 10)): 100})
+    v2 = side({(fn("main", "/home/u/v2/app.py", 1), fn("work", "/home/u/v2/app.py", 14)): 100})
+    assert [c["owner"] for c in to_json(compare(v1, v2))["changed"]] == [PROGRAM]
+
+
+def test_a_traces_spreads_are_summed_not_subtracted_when_folded() -> None:
+    """A trace's variance of a call path is the spread of its calls' times, which does not add
+    up over a subtree as time does: folded, `a -> b -> a -> b`'s `b` has both `b`s' spreads,
+    not the first one's less the second `a`'s."""
+    parent, func = [-1, 0, 1, 2, 3], [-1, 1, 2, 1, 2]
+    values = [(0.0, 0.0, 0), (10.0, 100.0, 1), (9.0, 90.0, 1), (8.0, 85.0, 1), (7.0, 10.0, 1)]
+    folded = fold_recursion(parent, func)
+    b = folded.node[2]
+    assert folded.node[4] == b
+    assert _fold_values(folded, values, traced=True)[b] == (8.0, 100.0, 2)  # 1 + 7 own
+    # Sampled, a variance is a sum of squared weights, which adds up as time does.
+    assert _fold_values(folded, values, traced=False)[b][1] == pytest.approx(90 - 85 + 10)
 
 
 def test_identical_sides_have_no_culprit() -> None:

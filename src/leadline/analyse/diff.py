@@ -1389,13 +1389,14 @@ def _changed_owners(base: Side, new: Side, maps: tuple[list[int], list[int]]) ->
     seen: dict[int, tuple[int, str]] = {}
     for side, mapping in zip((base, new), maps, strict=True):
         for i, f in enumerate(side.funcs):
-            first, path = seen.setdefault(mapping[i], (f.line, f.module_path))
+            first, path = seen.setdefault(mapping[i], (f.line, os.path.basename(f.module_path)))
             owner = owner_of(f.file)
-            # Only a function of one module on both sides moved: functions of one name in two
-            # files are matched when each side has one (match_functions), which says nothing of
-            # a change (decorator 4's generated `clamp` in `<decorator-gen-3>`, where BASE's
-            # samples missed the program's own `clamp`, made the program look changed).
-            if first != f.line and path == f.module_path and owner != STDLIB:
+            # Only a function of one file name on both sides moved (two checkouts of a program
+            # are two paths): functions of one name in two files are matched when each side has
+            # one (match_functions), which says nothing of a change (decorator 4's generated
+            # `clamp` in `<decorator-gen-3>`, where BASE's samples missed the program's own
+            # `clamp`, made the program look changed).
+            if first != f.line and path == os.path.basename(f.module_path) and owner != STDLIB:
                 changed.setdefault(owner, Changed(owner, f, (first, f.line)))
     versions = (base.meta.get("python_version"), new.meta.get("python_version"))
     if all(versions) and versions[0] != versions[1]:
@@ -1488,13 +1489,23 @@ def _tree(
     each culprit's nodes in the tree sent."""
     cb, cn = costs
     # Each side's call paths, or each run's (then a side's value is its mean run's).
-    merged, values = _merged_tree([cb, cn] if runs is None else [*runs.base, *runs.new])
+    sides = [cb, cn] if runs is None else [*runs.base, *runs.new]
+    merged, values = _merged_tree(sides)
     funcs = [position[k] if k >= 0 else -1 for k in merged.key]
     totals = (cb.total, cn.total)
     # The culprits are looked for with recursion folded, so that new cost spread over every
     # level of a recursion adds up on one path.  Not in a work diff: calls do not add up so.
     folded = (Folded.unfolded if calls else fold_recursion)(merged.parent, funcs)
-    walk = _judged([_fold_values(folded, v) for v in values], totals, judges, runs, host)
+    walk = _judged(
+        [
+            _fold_values(folded, v, c.calls_at is not None)
+            for v, c in zip(values, sides, strict=True)
+        ],
+        totals,
+        judges,
+        runs,
+        host,
+    )
     owners, func_growth = by_func
     culprits = find_culprits(
         folded.parent,
@@ -1533,14 +1544,17 @@ def _tree(
     return (parent, tfunc, tchange), culprits, nodes
 
 
-def _fold_values(folded: Folded, values: list[Merged]) -> list[Merged]:
-    """A side's (or run's) merged node values on the folded tree: costs and variances as
-    inclusive values (Folded.values; no less than 0, which sums of nodes' own parts, their
-    inclusive values less their children's, can miss by a rounding error), calls summed."""
+def _fold_values(folded: Folded, values: list[Merged], traced: bool) -> list[Merged]:
+    """A side's (or run's) merged node values on the folded tree: costs as inclusive values
+    (Folded.values; no less than 0, which sums of nodes' own parts, their inclusive values
+    less their children's, can miss by a rounding error); a sampled side's variances so too
+    (sums of its samples' squared weights); a trace's, which are each call path's spread of
+    its calls' times, and calls, summed over the nodes that were not cut back."""
+    variances = folded.values([var for _, var, _ in values], additive=not traced)
     return list(
         zip(
             (max(v, 0.0) for v in folded.values([v for v, _, _ in values])),
-            (max(var, 0.0) for var in folded.values([var for _, var, _ in values])),
+            (max(var, 0.0) for var in variances),
             (round(k) for k in folded.values([k for _, _, k in values], additive=False)),
             strict=True,
         )
