@@ -137,6 +137,45 @@ def test_a_baseline_dir_outside_the_project_compares_on_the_second_run(tmp_path:
     ]
 
 
+TIMING = """
+    import os
+    FIRST = [True]
+
+    def tiny(x):
+        return x + 1
+
+    def test_polls():
+        # Once in a process, with FLAKE set, 5 times the calls (as a poll with a timeout makes
+        # when the thread it waits for is late); when the function runs again, not.
+        n = 50 if os.environ.get("FLAKE") and FIRST[0] else 10
+        FIRST[0] = False
+        assert len([tiny(i) for i in range(n)]) == n
+"""
+
+
+def test_calls_that_change_once_are_traced_again_before_the_test_fails(tmp_path: Path) -> None:
+    """A test whose calls changed against its baseline is traced again: a change of code
+    changes them again and fails the test (the planted regressions of the other tests), calls
+    that hung on timing need not, and the test passes, counted in the summary (seen on a busy
+    3.15 CI stage: more-itertools' `callback_iter` test, whose queue poll with a 0.1 s timeout
+    ran once more)."""
+    write(tmp_path, "test_suite.py", TIMING)
+    for _ in range(2):  # stores the calls, then compares them: the very same
+        r = pytest_run(tmp_path, "--leadline-baseline", "base")
+        assert r.returncode == 0, r.stdout + r.stderr
+    r = run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--leadline-baseline",
+         "base", "test_suite.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "FLAKE": "1", "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = plugin_summary(r.stdout)
+    assert (summary.compared, summary.regressed, summary.by_calls) == (1, 0, 1), r.stdout
+    assert "1 whose calls changed but not when traced again (not failed)" in r.stdout, r.stdout
+    assert not list((tmp_path / "base" / "latest").glob("*.again.lead"))
+
+
 @dataclass
 class Summary:
     compared: int
@@ -151,8 +190,8 @@ def plugin_summary(stdout: str) -> Summary:
     """The figures of the plugin's summary line."""
     m = re.search(
         r"leadline: (\d+) tests compared with their baseline \((\d+) regressed; (\d+) by their "
-        r"calls\), (\d+) baselines stored in \S+(?:, (\d+) too long to count calls \(sampled "
-        r"from the next run\))?(?:, (\d+) too short to sample)?\n",
+        r"calls\), (\d+) baselines stored in [^\s,]+(?:, (\d+) too long to count calls \(sampled "
+        r"from the next run\))?(?:, (\d+) too short to sample)?[^\n]*\n",
         stdout,
     )
     assert m, stdout
