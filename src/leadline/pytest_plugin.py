@@ -224,15 +224,11 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         return (yield)
     name = profile_name(baseline_key(item.path, item.nodeid, item.config.invocation_params.dir))
     plan = _plan(session, name)
-    recorder: Tracer | Profiler
-    if plan.trace:
-        recorder = Tracer(plan.path, WORK_OPTIONS, argv=[item.nodeid])
-        recorder.warn = False  # a record cut short marks the test long, below
-    elif plan.runs > 1:
+    first = plan.path
+    if plan.runs > 1 and not plan.trace:
         _empty_runs(plan.path)
-        recorder = Profiler(plan.path / _run_file(1), session.options, argv=[item.nodeid])
-    else:
-        recorder = Profiler(plan.path, session.options, argv=[item.nodeid])
+        first = plan.path / _run_file(1)
+    recorder = _recorder(item, session, first, plan.trace)
     recorder.start()
     try:
         result = yield
@@ -271,7 +267,11 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
             settings = Settings(per=session.per, sigma=DEFAULT_SIGMA, tree=False, by_run=False)
             see = f"leadline diff {baseline} {plan.path}" + (" --per 1" if session.per else "")
         reasons = fail_reasons(compare(base, new, settings), session.fail_above)
-        if reasons and plan.trace and not _calls_change_again(item, session, plan.path, base):
+        if (
+            reasons
+            and plan.trace
+            and not _calls_change_again(item, session, plan.path, base, settings)
+        ):
             session.unrepeated.append(item.nodeid)
             reasons = []
         error = ""
@@ -303,7 +303,9 @@ def _empty_runs(folder: Path) -> None:
         old.unlink()
 
 
-def _calls_change_again(item: pytest.Item, session: _Session, latest: Path, base: Side) -> bool:
+def _calls_change_again(
+    item: pytest.Item, session: _Session, latest: Path, base: Side, settings: Settings
+) -> bool:
     """Whether a test whose calls changed against its baseline changes them again when its
     function is traced once more.  A change of code does; calls that hang on timing need not
     (more-itertools' `callback_iter` polls a queue with a 0.1 s timeout while a thread fills
@@ -314,22 +316,25 @@ def _calls_change_again(item: pytest.Item, session: _Session, latest: Path, base
         if not _run_again(item, session, path, trace=True):
             return True
         new = work_side(load_side(str(path)))
-        settings = work_settings(base, tree=False)
         return bool(fail_reasons(compare(base, new, settings), session.fail_above))
     finally:
         path.unlink(missing_ok=True)
+
+
+def _recorder(item: pytest.Item, session: _Session, path: Path, trace: bool) -> Tracer | Profiler:
+    """The test's recorder into `path`: of its calls (`trace`), or sampled."""
+    if trace:
+        tracer = Tracer(path, WORK_OPTIONS, argv=[item.nodeid])
+        tracer.warn = False  # a record cut short marks the test long (pytest_runtest_call)
+        return tracer
+    return Profiler(path, session.options, argv=[item.nodeid])
 
 
 def _run_again(item: pytest.Item, session: _Session, path: Path, trace: bool = False) -> bool:
     """Calls the test's function again (its fixtures as they are), sampled (or, `trace`, its
     calls recorded) into `path`; False, and no capture, when it does not pass again (a test
     that cannot run twice)."""
-    recorder: Tracer | Profiler
-    if trace:
-        recorder = Tracer(path, WORK_OPTIONS, argv=[item.nodeid])
-        recorder.warn = False
-    else:
-        recorder = Profiler(path, session.options, argv=[item.nodeid])
+    recorder = _recorder(item, session, path, trace)
     recorder.start()
     try:
         item.runtest()
