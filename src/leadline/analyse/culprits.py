@@ -226,12 +226,13 @@ class Folded:
     node: array[int]
     back: bytearray
     tree_parent: Sequence[int]
+    same: bool = False  # the tree as it is (Folded.unfolded): its nodes and values are the tree's
 
     @classmethod
     def unfolded(cls, parent: Sequence[int], func: Sequence[int]) -> Folded:
         """The tree as it is."""
         n = len(parent)
-        return cls(list(parent), list(func), array("q", range(n)), bytearray(n), parent)
+        return cls(list(parent), list(func), array("q", range(n)), bytearray(n), parent, True)
 
     def values(self, incl: Sequence[float], additive: bool = True) -> list[float]:
         """Per folded node, its value from the tree's: of inclusive costs (`additive`), the

@@ -1380,8 +1380,8 @@ class Changed:
 
 def _changed_owners(base: Side, new: Side, maps: tuple[list[int], list[int]]) -> dict[str, Changed]:
     """The owners (culprits.owner_of) whose code differs between the sides, as far as the
-    profiles show, each with its first evidence: a function of one module found on both whose
-    first line moved; the standard library when the Python versions differ, and only then
+    profiles show, each with its first evidence: a function of one file name found on both
+    whose first line moved; the standard library when the Python versions differ, and only then
     (Python 3.10's code objects have no qualified names, so two `__init__`s of one module are
     one function there, at two lines).  (A function found on one side only says nothing: code
     that did not change may call it now.)"""
@@ -1389,14 +1389,15 @@ def _changed_owners(base: Side, new: Side, maps: tuple[list[int], list[int]]) ->
     seen: dict[int, tuple[int, str]] = {}
     for side, mapping in zip((base, new), maps, strict=True):
         for i, f in enumerate(side.funcs):
-            first, path = seen.setdefault(mapping[i], (f.line, os.path.basename(f.module_path)))
+            file_name = os.path.basename(f.module_path)
+            first, first_name = seen.setdefault(mapping[i], (f.line, file_name))
             owner = owner_of(f.file)
             # Only a function of one file name on both sides moved (two checkouts of a program
             # are two paths): functions of one name in two files are matched when each side has
             # one (match_functions), which says nothing of a change (decorator 4's generated
             # `clamp` in `<decorator-gen-3>`, where BASE's samples missed the program's own
             # `clamp`, made the program look changed).
-            if first != f.line and path == os.path.basename(f.module_path) and owner != STDLIB:
+            if first != f.line and first_name == file_name and owner != STDLIB:
                 changed.setdefault(owner, Changed(owner, f, (first, f.line)))
     versions = (base.meta.get("python_version"), new.meta.get("python_version"))
     if all(versions) and versions[0] != versions[1]:
@@ -1497,7 +1498,9 @@ def _tree(
     # level of a recursion adds up on one path.  Not in a work diff: calls do not add up so.
     folded = (Folded.unfolded if calls else fold_recursion)(merged.parent, funcs)
     walk = _judged(
-        [
+        values
+        if folded.same
+        else [
             _fold_values(folded, v, c.calls_at is not None)
             for v, c in zip(values, sides, strict=True)
         ],
@@ -1526,7 +1529,8 @@ def _tree(
     tchange: list[Change] = [Change(cb.total, cn.total, 0.0, 0)]
     index = {0: 0}
     if wanted:
-        shown = _judged(values, totals, judges, runs)
+        # The tree as it ran: judged already when the culprits' tree is the same.
+        shown = walk if folded.same else _judged(values, totals, judges, runs)
         # Shallower nodes first (each level in the order its nodes were met), so that every
         # node's parent comes before it and a tree too large to send loses its deepest levels.
         order = sorted(range(1, len(merged)), key=lambda m: merged.depth[m])
