@@ -53,7 +53,7 @@ demo: build
 
 # --durations: the slowest tests in every log, for keeping CI under its time.
 test: build
-	@tools/ensure-chromium
+	@tools/ensure-test-tools
 	@tools/ensure-speedscope-schema >/dev/null
 	cd tests && $(abspath $(BIN))/python -m pytest -q --durations=15 --ignore=fleet $(PYTEST_ARGS)
 
@@ -82,10 +82,12 @@ valgrind: build
 # exporters and the version tables; then tools/valgrind_workload.py, which drives every C file.
 # tools/sanitize_check.py sets up the runtime and fails on any report from any process.
 # Deselected, each for a reason:
-#  - test_memory_truth_retained_vs_transient, test_rss_trigger_records_only_memory_moves: they
-#    assert RSS figures (a freed 64 MiB block no longer counted; under 100 events that move RSS
-#    by a page), and ASan's allocator holds every freed block in a 256 MiB quarantine before it
-#    reuses or releases it, so RSS grows where these expect it still; the tracer code they drive
+#  - test_memory_truth_retained_vs_transient, test_rss_trigger_records_only_memory_moves,
+#    test_the_memory_timeline_marks_the_calls_that_grew_it: they assert RSS figures (a freed
+#    64 MiB block no longer counted; under 100 events that move RSS by a page; a release that
+#    gives 66 MiB back), and ASan's allocator holds every freed block in a 256 MiB quarantine
+#    before it reuses or releases it, so RSS grows where these expect it still (the release
+#    grew it 8 MiB there); the tracer code they drive
 #    runs in every other test of test_trace_e2e.py;
 #  - test_accuracy_on_a_known_split, test_cpu_mode_ignores_sleeping_threads,
 #    test_fork_child_unchanged_and_parent_keeps_sampling: they assert sampling timings (under 1%
@@ -100,14 +102,18 @@ SAN_VENV := $(VENV)-sanitize
 SAN_BIN := $(SAN_VENV)/bin
 SAN_STAMP := $(SAN_VENV)/.installed
 SANITIZE_TESTS ?= test_trace_e2e.py test_sampling_e2e.py test_capture_format.py test_probe.py \
-	test_marks.py test_export_formats.py test_versions.py test_errors.py test_diff_work.py
+	test_marks.py test_export_formats.py test_versions.py test_errors.py test_diff_work.py \
+	test_sampling_asyncio.py
 SANITIZE_DESELECT := test_trace_e2e.py::test_memory_truth_retained_vs_transient \
 	test_diff_work.py::test_calls_in_html \
 	test_trace_e2e.py::test_rss_trigger_records_only_memory_moves \
+	test_trace_e2e.py::test_the_memory_timeline_marks_the_calls_that_grew_it \
 	test_sampling_e2e.py::test_accuracy_on_a_known_split \
 	test_sampling_e2e.py::test_cpu_mode_ignores_sleeping_threads \
 	test_sampling_e2e.py::test_fork_child_unchanged_and_parent_keeps_sampling \
-	test_marks.py::test_marks_on_the_html_timeline
+	test_marks.py::test_marks_on_the_html_timeline \
+	test_sampling_asyncio.py::test_a_mix_of_tasks_is_shared_as_the_program_measured \
+	test_sampling_asyncio.py::test_the_flame_graph_colours_tasks
 
 $(SAN_BIN)/python:
 	$(PY) -m venv $(SAN_VENV)

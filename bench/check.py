@@ -30,17 +30,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import BENCH, Sizes, ensure_requirements, make_workloads, median, run_once
+from common import (
+    BENCH,
+    Sizes,
+    ensure_requirements,
+    make_workloads,
+    median,
+    median_interval,
+    run_once,
+)
 
 FIGURES = BENCH / "check-figures.json"
-COVERAGE = 0.90
 
 
 @dataclass(frozen=True)
@@ -72,23 +78,6 @@ def checks(python: str, out: Path) -> dict[str, Check]:
             ),
         )
     }
-
-
-def median_interval(values: Sequence[float], coverage: float = COVERAGE) -> tuple[float, float]:
-    """A distribution-free confidence interval for the median of `values`: the k-th smallest
-    and the k-th largest, for the largest k whose interval covers the median with at least
-    `coverage` (1 - 2 P(B <= k - 1), B the number of heads in n fair coin flips).  With too few
-    values for that coverage, the smallest and the largest."""
-    xs = sorted(values)
-    n = len(xs)
-
-    def below(k: int) -> float:  # P(B <= k)
-        return sum(math.comb(n, i) for i in range(k + 1)) / float(2**n)
-
-    k = 1
-    while k + 1 <= (n + 1) // 2 and 1 - 2 * below(k) >= coverage:
-        k += 1
-    return xs[k - 1], xs[n - k]
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import shutil
@@ -223,6 +224,27 @@ def tail(path: Path, lines: int = 6) -> str:
 
 def median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
+
+
+# A median's interval from the rounds covers it this often (median_interval).
+COVERAGE = 0.90
+
+
+def median_interval(values: Sequence[float], coverage: float = COVERAGE) -> tuple[float, float]:
+    """A distribution-free confidence interval for the median of `values`: the k-th smallest
+    and the k-th largest, for the largest k whose interval covers the median with at least
+    `coverage` (1 - 2 P(B <= k - 1), B the number of heads in n fair coin flips).  With too few
+    values for that coverage, the smallest and the largest."""
+    xs = sorted(values)
+    n = len(xs)
+
+    def below(k: int) -> float:  # P(B <= k)
+        return sum(math.comb(n, i) for i in range(k + 1)) / float(2**n)
+
+    k = 1
+    while k + 1 <= (n + 1) // 2 and 1 - 2 * below(k) >= coverage:
+        k += 1
+    return xs[k - 1], xs[n - k]
 
 
 def paired_ratio(runs: dict[int, float], reference: dict[int, float]) -> float | None:

@@ -36,7 +36,7 @@ CHROMIUM_FLAGS = (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-ENSURE_CHROMIUM = REPO / "tools" / "ensure-chromium"
+ENSURE_TOOLS = REPO / "tools" / "ensure-test-tools"
 
 
 class BrowserError(RuntimeError):
@@ -54,7 +54,7 @@ def find_chromium() -> str | None:
 
 
 def ensure_chromium() -> tuple[str | None, str]:
-    """Find Chromium, installing it with tools/ensure-chromium if needed.
+    """Find Chromium, installing it with tools/ensure-test-tools if needed.
 
     Returns the binary (or None) and, when there is none, why.
     """
@@ -63,14 +63,14 @@ def ensure_chromium() -> tuple[str | None, str]:
         return found, ""
     try:
         proc = subprocess.run(
-            ["bash", str(ENSURE_CHROMIUM)],
+            ["bash", str(ENSURE_TOOLS)],
             capture_output=True,
             text=True,
             timeout=900,
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"tools/ensure-chromium could not run: {exc}"
+        return None, f"tools/ensure-test-tools could not run: {exc}"
     found = find_chromium()
     if found:
         return found, ""

@@ -23,6 +23,7 @@ MARKERS = {
     "network": "needs the package registry (PyPI) to install a package",
     "go": "needs Go (`go tool pprof` validates the pprof export)",
     "fleet": "starts a real Grafana Pyroscope server (make test-fleet, or pytest --fleet)",
+    "tmux": "drives a real terminal with tmux (tools/ensure-test-tools installs it)",
 }
 
 
@@ -61,6 +62,8 @@ def _missing(marker: str, config: pytest.Config) -> str | None:
         return _pypi_reachable()
     if marker == "go":
         return None if shutil.which("go") else "go is not installed"
+    if marker == "tmux":
+        return None if shutil.which("tmux") else "tmux is not installed"
     if marker == "fleet":
         return None if config.getoption("--fleet") else "run with --fleet (or make test-fleet)"
     return None

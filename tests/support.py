@@ -100,14 +100,38 @@ def run(
 
 def dump_and_kill(proc: subprocess.Popen[Any]) -> tuple[Any, Any]:
     """Make a hung Python child print its stacks (faulthandler, enabled by PYTHONFAULTHANDLER
-    in its environment, dumps every thread on SIGABRT), then kill it; (stdout, stderr)."""
+    in its environment, dumps every thread on SIGABRT), then kill it; (stdout, stderr).  Where
+    gdb is installed, every thread's C stack comes first (threads that Python does not list,
+    such as leadline's sampler and writer, and where each Python thread waits in C)."""
+    native = native_stacks(proc.pid) if proc.poll() is None else ""
     if proc.poll() is None:
         proc.send_signal(signal.SIGABRT)
     try:
-        return proc.communicate(timeout=DUMP_GRACE_S)
+        out, err = proc.communicate(timeout=DUMP_GRACE_S)
     except subprocess.TimeoutExpired:
         proc.kill()
-        return proc.communicate()
+        out, err = proc.communicate()
+    if native and isinstance(err, str):
+        err = f"--- C stacks (gdb) ---\n{native}\n--- stderr ---\n{err}"
+    return out, err
+
+
+def native_stacks(pid: int) -> str:
+    """Every thread's C stack of process `pid`, from gdb in batch mode; "" without gdb."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        return ""
+    try:
+        r = subprocess.run(
+            [gdb, "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt 30"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"(gdb failed: {e})"
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith(("#", "Thread "))]
+    return "\n".join(lines)[-20000:]
 
 
 def write(tmp_path: Path, name: str, source: str) -> Path:
@@ -264,3 +288,19 @@ HOOK_KIND_ENDS = pytest.mark.skipif(
     sys.version_info[:2] not in ((3, 11), (3, 15)),
     reason="version-independent logic: run on 3.11 and 3.15, the ends of the hook kinds",
 )
+
+
+# Two functions that split a thread's CPU 3:1, each spinning on the thread's CPU clock (so the
+# split holds however busy the machine is): source for the test programs that need a known
+# split of named functions.
+HOT_AND_COOL = """
+def hot():
+    t = time.thread_time()
+    while time.thread_time() - t < 0.03:
+        pass
+
+def cool():
+    t = time.thread_time()
+    while time.thread_time() - t < 0.01:
+        pass
+"""

@@ -25,8 +25,10 @@ from leadline.analyse.diff import (
     _fold_values,
     compare,
     fail_reasons,
+    merge_runs,
     to_json,
 )
+from leadline.render.diff_text import whole_line
 
 SITE = "/venv/lib/python3.12/site-packages"
 STD = "/usr/lib/python3.12"
@@ -250,6 +252,12 @@ def test_the_whole_program_is_compared_only_for_the_same_command() -> None:
     base, new = hot_constructor(1.1)  # 1.07x: within a whole run's noise
     r = compare(base, new)
     assert r.whole is not None and r.whole.sig == 0 and not r.by_run
+    # One run a side: the line says that its noise is assumed, and how to measure it.
+    line = whole_line(r) or ""
+    assert line.startswith("Whole program: 10.00 s -> 10.70 s per run")
+    assert "(assuming runs of one command vary by 5%; 5 runs a side measure it)" in line
+    five = compare(merge_runs([base] * 5, "base"), merge_runs([new] * 5, "new"))
+    assert five.whole is not None and "assuming" not in (whole_line(five) or "")
 
 
 def test_culprits_of_a_deep_recursion_cost_the_trees_size() -> None:

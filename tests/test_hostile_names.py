@@ -37,9 +37,11 @@ EVIL = {EVIL!r}
 LONG = "L" * 10000
 
 
+# On the thread's CPU clock: however busy the machine, each function runs 0.4 s on a CPU, which
+# a CPU profile sees (a wall-clock spin on a starved process could run a few milliseconds).
 def spin(seconds):
-    t = time.perf_counter()
-    while time.perf_counter() - t < seconds:
+    t = time.thread_time()
+    while time.thread_time() - t < seconds:
         pass
 
 
@@ -134,6 +136,14 @@ def renamed_name(mode: str) -> str:
     )
 
 
+def profile_facts(report: dict[str, Any]) -> str:
+    """What a report says of its capture, for a failure's message: its counts (ticks, missed,
+    torn, idle...) and each function's samples (names cut to 40 characters)."""
+    counts = {k: v for k, v in report.items() if isinstance(v, (int, float)) and k != "pid"}
+    funcs = [(f["name"][:40], f.get("total"), f.get("self")) for f in report.get("functions", [])]
+    return f"counts {counts}; functions (name, total, self) {funcs}"
+
+
 def method_name() -> str:
     shown = escape_surrogates(CLASS) + ".m"
     return shown if sys.version_info >= (3, 11) else "m"
@@ -145,7 +155,7 @@ def test_report_json_holds_the_names(captures: dict[str, Path], mode: str) -> No
     data = strict_json(output("report", captures[mode], "--json", cwd=cwd))
     names = {f["name"] for f in data["functions"]}
     files = {f["file"] for f in data["functions"]}
-    assert renamed_name(mode) in names
+    assert renamed_name(mode) in names, profile_facts(data)
     assert method_name() in names and "from_evil_file" in names
     assert str(cwd / SHOWN_FILE) in files or SHOWN_FILE in files
     marks = data["marks"]["events"]
@@ -193,7 +203,8 @@ def test_exports_of_the_profile(captures: dict[str, Path]) -> None:
     # speedscope: strict JSON, the frames' names and files as the capture holds them.
     doc = strict_json(output("export", cap, "--format", "speedscope", cwd=cwd))
     frames = doc["shared"]["frames"]
-    assert renamed_name("run") in {f["name"] for f in frames}
+    report = strict_json(output("report", cap, "--json", cwd=cwd))
+    assert renamed_name("run") in {f["name"] for f in frames}, profile_facts(report)
     assert any(f["file"].endswith(SHOWN_FILE) for f in frames)
     assert SHOWN in {p["name"].split(" (tid")[0] for p in doc["profiles"]}  # the thread
     # pprof: a protobuf whose string table is UTF-8 and holds the same names.

@@ -629,4 +629,17 @@ def test_render_sample_html_is_the_api() -> None:
 
     assert module.__all__ == ["render_sample_html"]
     doc: dict[str, Any] = json.loads(htmlpage.embedded_json(render_sample_html(make_profile())))
-    assert set(doc) == {"meta", "profile", "frames", "threads", "nodes", "stacks"}
+    assert set(doc) == {
+        "meta",
+        "profile",
+        "frames",
+        "shown_files",
+        "threads",
+        "nodes",
+        "stacks",
+        "lanes",
+        "gil",
+        "sources",
+    }
+    # A profile without GIL states has no lanes, and the page hides their panel.
+    assert doc["lanes"]["threads"] == [] and doc["gil"] == {}

@@ -1201,3 +1201,47 @@ def test_churning_stacks_and_threads_at_5khz(tmp_path: Path) -> None:
         ):
             wrong += [chain] * s["samples"]
     assert len(wrong) <= data["samples"] // 1000, wrong[:3]
+
+
+@pytest.mark.parametrize("mode", ["wall", "cpu"])
+def test_a_thread_list_that_loops_ends_the_tick(tmp_path: Path, mode: str) -> None:
+    """The interpreter's list of thread states is read while threads come and go: a state freed
+    and reused under the sampler can link back into itself, and every walk from such states is
+    torn.  Seen once in ~100 runs of CPython's threading tests beside two CPU hogs: the tick
+    went round the loop for ever, and the run never ended.  Here the program makes that loop
+    itself for 0.5 s of CPU time (its thread state's `next`, at offset 8 on every version, points
+    to a state of garbage whose `next` points to itself), then puts the list back: the run ends,
+    with the program's samples before, during and after, and the loop's reads counted torn."""
+    src = """
+        import ctypes, time
+        def spin(seconds):
+            end = time.thread_time() + seconds
+            while time.thread_time() < end:
+                pass
+        def before():
+            spin(0.3)
+        def during():
+            spin(0.5)
+        def after():
+            spin(0.3)
+        before()
+        get = ctypes.pythonapi.PyThreadState_Get
+        get.restype = ctypes.c_void_p
+        me = get()
+        nxt = ctypes.c_void_p.from_address(me + 8)
+        assert nxt.value is None, "the only thread has no next"
+        garbage = (ctypes.c_uint64 * 64)(*[408] * 64)  # pointers into the unmapped first page
+        garbage[1] = ctypes.addressof(garbage)  # its next: itself
+        nxt.value = ctypes.addressof(garbage)
+        try:
+            during()
+        finally:
+            nxt.value = None
+        after()
+        print("done")
+    """
+    r, data = run_profile(tmp_path, src, "--mode", mode, "--rate", "200")
+    assert r.returncode == 0 and r.stdout == "done\n", r
+    names = shares(data)
+    assert {"before", "during", "after"} <= names.keys(), names
+    assert data["torn"] > 0, data["torn"]

@@ -65,6 +65,11 @@ def test_a_hung_child_shows_its_stacks() -> None:
     assert "did not finish within 3 s" in message
     # faulthandler's dump of every thread: the main thread's and the other thread's frames.
     assert "in stuck_in_main" in message and "in waiting_in_a_thread" in message, message
+    if shutil.which("gdb"):
+        # And every thread's C stack first: both threads wait in a sleep's system call.
+        native = message.split("--- C stacks (gdb) ---", 1)[1].split("--- stderr ---", 1)[0]
+        assert native.count("Thread ") >= 2, message
+        assert "sleep" in native or "select" in native, message
 
 
 STATISTICAL_SUITE = """

@@ -563,3 +563,41 @@ def test_default_output_name(tmp_path: Path) -> None:
     assert r.returncode == 0
     outs = [p.name for p in tmp_path.glob("*.lead")]
     assert len(outs) == 1 and re.fullmatch(r"named-trace-\d{8}-\d{6}-\d+\.lead", outs[0]), outs
+
+
+def test_the_memory_timeline_marks_the_calls_that_grew_it(tmp_path: Path) -> None:
+    """The report's movers nest (the program, main, the loader, the parser each grew RSS by the
+    parser's 48 MB): only the innermost call that made a change is notable, the one the HTML
+    timeline shades, with the release and the smaller growth beside it; a change of under a
+    tenth of the biggest is not."""
+    r, cap = traced(
+        tmp_path,
+        """
+        keep = []
+        def parse():
+            keep.append(bytearray(48 * 1024 * 1024))
+        def load():
+            parse()
+        def grow_a_little():
+            keep.append(bytearray(16 * 1024 * 1024))
+        def tiny():
+            keep.append(bytearray(2 * 1024 * 1024))
+        def release():
+            keep.clear()
+        def main():
+            load()
+            grow_a_little()
+            tiny()
+            release()
+        main()
+        """,
+    )
+    assert r.returncode == 0, r.stderr
+    data = report(cap, tmp_path)
+    names = {f["id"]: f["name"] for f in data["functions"]}
+    movers = [(names[m["func"]], m["rss_delta"] // (1 << 20), m["notable"]) for m in data["movers"]]
+    notable = {name for name, _, flag in movers if flag}
+    assert notable == {"parse", "grow_a_little", "release"}, movers
+    # load was a mover too, with the parser's growth (seen: -67 release, 48 parse, 48 load,
+    # 16 grow_a_little, 2 tiny, 0 main, 0 <module>, in MiB).
+    assert any(n == "load" and 40 <= mib <= 56 and not flag for n, mib, flag in movers), movers

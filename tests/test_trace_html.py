@@ -573,3 +573,15 @@ def test_screenshot(chromium: str, page_file: Path, tmp_path: Path) -> None:
     shot = tmp_path / "trace.png"
     render_in_chromium(page_file, "search=parse_row", screenshot=shot)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_timeline_marks_only_the_notable_movers(chromium: str, tmp_path: Path) -> None:
+    """A document that says which movers are notable (the report's, analyse/trace.py) has only
+    those shaded and labelled; the others nest around them and shaded the whole chart."""
+    doc = make_trace()
+    for m in doc["movers"]:
+        m["notable"] = m["rss_delta"] in (64 * MIB, -48 * MIB)
+    state = render_in_chromium(write_page(tmp_path, doc)).state()
+    assert state["movers"] == "2"
+    labels = json.loads(state["mover-labels"])
+    assert len(labels) == 2 and "load_data" not in labels, labels

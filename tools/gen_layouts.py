@@ -65,8 +65,98 @@ FIELDS: list[tuple[str, str, int, int]] = [
     ("unicode_compact_size", "sizeof(PyCompactUnicodeObject)", 10, 15),
     ("bytes_size", "offsetof(PyVarObject, ob_size)", 10, 15),
     ("bytes_sval", "offsetof(PyBytesObject, ob_sval)", 10, 15),
+    # The GIL: in the runtime up to 3.11, behind the interpreter's pointer from 3.12 on; who
+    # took it last, whether it is held, and the condition variable its waiters sleep on.
+    ("runtime_gil", "offsetof(_PyRuntimeState, ceval.gil)", 10, 11),
+    ("interp_gil", "offsetof(PyInterpreterState, ceval.gil)", 12, 15),
+    ("gil_locked", "offsetof(struct _gil_runtime_state, locked)", 10, 15),
+    ("gil_holder", "offsetof(struct _gil_runtime_state, last_holder)", 10, 15),
+    ("gil_cond", "offsetof(struct _gil_runtime_state, cond)", 10, 15),
+    ("gil_cond_size", "sizeof(PyCOND_T)", 10, 15),
+    # A garbage collection is running (set for the whole collection, callbacks included).
+    ("interp_gc_collecting", "offsetof(PyInterpreterState, gc.collecting)", 10, 15),
+    # An exception being raised (set from the raise until a handler takes it), and the stack of
+    # those being handled (the top item: the thread's own, or a running generator's).
+    ("tstate_curexc", "offsetof(PyThreadState, curexc_type)", 10, 11),
+    ("tstate_curexc", "offsetof(PyThreadState, current_exception)", 12, 15),
+    ("tstate_exc_info", "offsetof(PyThreadState, exc_info)", 10, 15),
+    ("stackitem_exc_value", "offsetof(_PyErr_StackItem, exc_value)", 10, 15),
+    ("stackitem_previous", "offsetof(_PyErr_StackItem, previous_item)", 10, 15),
+    # asyncio: the frame a coroutine (or generator) object holds, and the running task, which
+    # 3.14+ keep in the thread state; before, the _asyncio module's dict of running tasks, found
+    # through sys.modules and the module's dict, read as CPython lays out a dict.
+    ("gen_iframe", "offsetof(PyGenObject, gi_iframe)", 11, 15),
+    ("tstate_asyncio_task", "offsetof(_PyThreadStateImpl, asyncio_running_task)", 14, 15),
+    # --async all (3.14+): each thread's list of its tasks (linked through the task's node), and
+    # what a suspended coroutine awaits: the top of its frame's stack when its state says it
+    # is in an await (yield from).
+    ("tstate_asyncio_tasks", "offsetof(_PyThreadStateImpl, asyncio_tasks_head)", 14, 15),
+    ("frame_stackpointer", "offsetof(_PyInterpreterFrame, stackpointer)", 14, 15),
+    ("gen_frame_state", "offsetof(PyGenObject, gi_frame_state)", 14, 15),
+    # The states that mean "in an await", as a mask of bits (state + 8): 3.14 has one (-1),
+    # 3.15 two (2, and 3 while another thread looks at it).
+    ("gen_yield_from_states", "1 << (FRAME_SUSPENDED_YIELD_FROM + 8)", 14, 14),
+    (
+        "gen_yield_from_states",
+        "(1 << (FRAME_SUSPENDED_YIELD_FROM + 8)) | (1 << (FRAME_SUSPENDED_YIELD_FROM_LOCKED + 8))",
+        15,
+        15,
+    ),
+    ("interp_modules", "offsetof(PyInterpreterState, modules)", 11, 11),
+    ("interp_modules", "offsetof(PyInterpreterState, imports.modules)", 12, 13),
+    ("module_dict", "offsetof(PyModuleObject, md_dict)", 11, 13),
+    ("dict_keys", "offsetof(PyDictObject, ma_keys)", 11, 13),
+    ("dict_values", "offsetof(PyDictObject, ma_values)", 11, 13),
+    ("dictkeys_log2_index_bytes", "offsetof(PyDictKeysObject, dk_log2_index_bytes)", 11, 13),
+    ("dictkeys_kind", "offsetof(PyDictKeysObject, dk_kind)", 11, 13),
+    ("dictkeys_nentries", "offsetof(PyDictKeysObject, dk_nentries)", 11, 13),
+    ("dictkeys_indices", "offsetof(PyDictKeysObject, dk_indices)", 11, 13),
+    ("dict_entry_size", "sizeof(PyDictKeyEntry)", 11, 13),
+    ("dict_unicode_entry_size", "sizeof(PyDictUnicodeEntry)", 11, 13),
+    # A task's name may be an int (3.13+ number unnamed tasks lazily): its type's flags say
+    # which, and its digits are read as CPython stores them.
+    ("type_flags", "offsetof(PyTypeObject, tp_flags)", 11, 15),
+    ("long_size", "offsetof(PyVarObject, ob_size)", 11, 11),
+    ("long_size", "offsetof(PyLongObject, long_value.lv_tag)", 12, 15),
+    ("long_digits", "offsetof(PyLongObject, ob_digit)", 11, 11),
+    ("long_digits", "offsetof(PyLongObject, long_value.ob_digit)", 12, 15),
 ]
-NAMES = list(dict.fromkeys(f[0] for f in FIELDS))
+# Fields of objects whose structs are in no header (the C Task of _asyncio): measured by
+# running the interpreter, which finds a task's own name and coroutine objects in its bytes.
+OBJECT_PROBE = """\
+import asyncio, ctypes, struct, sys
+async def probe(): pass
+loop = asyncio.new_event_loop()
+coro, name = probe(), "probe-" + str(id(loop))
+task = loop.create_task(coro, name=name)
+raw = ctypes.string_at(id(task), type(task).__basicsize__)
+words = [struct.unpack_from("<Q", raw, i)[0] for i in range(0, len(raw) - 7, 8)]
+for field, obj in (("task_name", name), ("task_coro", coro)):
+    at = [8 * i for i, w in enumerate(words) if w == id(obj)]
+    print(field, at[0] if len(at) == 1 else -1)
+if sys.version_info >= (3, 14):
+    # The node that links a task into its thread's list: a second task's node follows the
+    # first's, so the first's node points into the second at the node's own offset.
+    second = loop.create_task(probe(), name=name + "-2")
+    size = type(task).__basicsize__
+    raw = ctypes.string_at(id(task), size)
+    words = [struct.unpack_from("<Q", raw, i)[0] for i in range(0, len(raw) - 7, 8)]
+    at = [8 * i for i, w in enumerate(words) if w - id(second) == 8 * i]
+    print("task_node", at[0] if len(at) == 1 else -1)
+    tasks = [task, second]
+else:
+    tasks = [task]
+for t in tasks:
+    t.cancel()
+loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+loop.close()
+"""
+OBJECT_FIELDS: list[tuple[str, int, int]] = [
+    ("task_name", 11, 15),
+    ("task_coro", 11, 15),
+    ("task_node", 14, 15),
+]
+NAMES = list(dict.fromkeys([f[0] for f in FIELDS] + [f[0] for f in OBJECT_FIELDS]))
 
 # Where 3.13+ publish the same offsets in the interpreter's own _Py_DebugOffsets table (the
 # first member of _PyRuntime, cookie "xdebugpy"): field of LLLayout -> member of the table.
@@ -121,8 +211,17 @@ PROBE = """\
 #include "internal/pycore_frame.h"
 #include "internal/pycore_code.h"
 #endif
+#if PY_VERSION_HEX >= 0x030B0000
+#include "internal/pycore_dict.h"
+#include "internal/pycore_moduleobject.h"
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+#include "internal/pycore_genobject.h"
+#include "internal/pycore_tstate.h"
+#endif
 #if PY_VERSION_HEX >= 0x030E0000
 #include "internal/pycore_debug_offsets.h"
+#include "internal/pycore_interpframe_structs.h"
 #endif
 int main(void) {
 %s
@@ -150,7 +249,7 @@ def measure(python: str) -> tuple[int, dict[str, int], dict[str, int] | None]:
     ).stdout.split("\n")
     minor, include = int(info[0]), info[1]
     lines = [
-        f'    printf("{name} %zu\\n", (size_t)({expr}));'
+        f'    printf("{name} %lld\\n", (long long)({expr}));'
         for name, expr, lo, hi in FIELDS
         if lo <= minor <= hi
     ]
@@ -178,6 +277,10 @@ def measure(python: str) -> tuple[int, dict[str, int], dict[str, int] | None]:
             check=True,
         )
         out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    if any(lo <= minor <= hi for _, lo, hi in OBJECT_FIELDS):
+        out += subprocess.run(
+            [python, "-c", OBJECT_PROBE], capture_output=True, text=True, check=True
+        ).stdout
     values = {name: -1 for name in NAMES}
     dbg: dict[str, int] | None = None
     if minor >= FIRST_DEBUG_MINOR:
@@ -211,7 +314,8 @@ def render(tables: Tables) -> str:
     out += [f'    "{name}",' for name in ["minor", *NAMES]]
     out += ["};", "", "static const LLLayout ll_layouts[] = {"]
     for minor in sorted(layouts):
-        vals = ", ".join(f".{n} = {layouts[minor][n]}" for n in NAMES)
+        # A field added since a version was last measured reads -1 until it is measured again.
+        vals = ", ".join(f".{n} = {layouts[minor].get(n, -1)}" for n in NAMES)
         out.append(f"    {{.minor = {minor}, {vals}}},")
     out += [
         "};",
@@ -231,8 +335,8 @@ def render(tables: Tables) -> str:
     ]
     for minor in sorted(debug):
         head = ", ".join(f".{n} = {debug[minor][n]}" for n, _ in DEBUG_HEADER)
-        vals = ", ".join(f".{n} = {debug[minor][n]}" for n in NAMES)
-        bounds = ", ".join(f".{n} = {debug[minor]['bound.' + n]}" for n in NAMES)
+        vals = ", ".join(f".{n} = {debug[minor].get(n, -1)}" for n in NAMES)
+        bounds = ", ".join(f".{n} = {debug[minor].get('bound.' + n, -1)}" for n in NAMES)
         out.append(
             f"    {{.minor = {minor}, {head}, .at = {{.minor = {minor}, {vals}}}, "
             f".bound = {{.minor = {minor}, {bounds}}}}},"

@@ -8,8 +8,9 @@ does nothing fails here instead of passing valgrind unseen:
             fork() while recording (the writer and sampler threads joined and restarted)
   read      reader.c: the event decoder, the aggregator, the RSS timeline decoder, and damaged
             payloads fed to each
-  sample    sampler.c, stackwalk.c, procmem.c: leadline.profile in this process (with memory,
-            a thread and a fork), the same with --subprocesses finding a child Python, `attach`
+  sample    sampler.c, stackwalk.c, procmem.c, tasks.c: leadline.profile in this process (with
+            memory, a thread and a fork), asyncio tasks taking turns (--async all), the same
+            with --subprocesses finding a child Python, `attach`
             to another Python process (inspect_process, the ELF symbol lookup, remote reads),
             line tables and _Py_DebugOffsets tables, good and damaged
   marks     marks.c: mark/span/MarkHandler with nothing listening, then into a trace, a profile
@@ -23,6 +24,7 @@ it and also requires every C file of the directory to have run under valgrind.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -226,6 +228,35 @@ with Capture(sample_path) as cap:
     assert sampled.samples > 0, f"no samples: {prof.result}"
     assert any(m.name == "vg.fields" for m in cap.marks)
 ran["sample_samples"] = sampled.samples
+
+
+# -- sample: asyncio tasks (tasks.c) ------------------------------------------------------------
+# Two named tasks taking turns for a second: the running task found (3.11-3.13: through
+# sys.modules and _asyncio's dict of running tasks; 3.14+: the thread state), named, and with
+# --async all (3.14+) the waiting one read too.  Each turn blocks a moment in the task: valgrind
+# runs one thread at a time, and a loop that never blocks left the sampler no tick.
+async def task_turns(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        f(100)
+        time.sleep(0.002)
+        await asyncio.sleep(0)
+
+
+async def two_tasks() -> None:
+    await asyncio.gather(
+        *(asyncio.create_task(task_turns(1.0), name=f"vg-task-{i}") for i in range(2))
+    )
+
+
+tasks_path = OUT / "tasks.lead"
+with Profiler(tasks_path, ProfileOptions(rate_hz=2000, async_tasks="all")):
+    asyncio.run(two_tasks())
+with Capture(tasks_path) as cap:
+    task_names = {fn.name for fn in cap.functions.values() if fn.kind == "task"}
+    if sys.version_info >= (3, 11):
+        assert task_names & {"vg-task-0", "vg-task-1"}, f"no task read: {task_names}"
+ran["task_functions"] = len(task_names)
 
 # -- sample: --subprocesses, then attach to another Python ----------------------------------------
 CHILD = textwrap.dedent(

@@ -51,6 +51,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'leadline' has no attribute {name!r}")
 
 
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext leadline`` in IPython or Jupyter: the magics of leadline.notebook."""
+    from .notebook import load_ipython_extension as load
+
+    load(ipython)
+
+
 __all__ = [
     "LeadlineError",
     "MarkHandler",

@@ -13,6 +13,7 @@ CHUNK_KINDS: Final[dict[str, int]]
 EVENT_KINDS: Final[dict[str, int]]
 HOOK_KINDS: Final[dict[str, int]]
 MARK_KINDS: Final[dict[str, int]]
+FUNC_KINDS: Final[dict[str, int]]
 
 def decode_events(payload: bytes, /) -> list[tuple[int, int, int, int, int, int, int]]:
     """Events of an EVENTS payload: (number, kind, func, t, rss_pages, heap, offset)."""
@@ -119,6 +120,8 @@ class Sampler:
         memory: bool = ...,
         subprocesses: bool = ...,
         max_depth: int = ...,
+        tasks: int = ...,
+        ticks: int = ...,
     ) -> None: ...
     def finish(self) -> dict[str, Any]:
         """Stops sampling: {ticks, samples, missed, torn, deferred, retried, truncated,
@@ -127,3 +130,5 @@ class Sampler:
     def before_fork(self) -> None: ...
     def resume(self, later: bool = ...) -> None: ...
     def running(self) -> bool: ...
+    def progress(self) -> tuple[int, int]:
+        """(ticks, samples) taken so far, read while the sampler runs."""

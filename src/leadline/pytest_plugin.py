@@ -323,11 +323,14 @@ def _calls_change_again(
 
 def _recorder(item: pytest.Item, session: _Session, path: Path, trace: bool) -> Tracer | Profiler:
     """The test's recorder into `path`: of its calls (`trace`), or sampled."""
+    recorder: Tracer | Profiler
     if trace:
-        tracer = Tracer(path, WORK_OPTIONS, argv=[item.nodeid])
-        tracer.warn = False  # a record cut short marks the test long (pytest_runtest_call)
-        return tracer
-    return Profiler(path, session.options, argv=[item.nodeid])
+        recorder = Tracer(path, WORK_OPTIONS, argv=[item.nodeid])
+        recorder.warn = False  # a record cut short marks the test long (pytest_runtest_call)
+    else:
+        recorder = Profiler(path, session.options, argv=[item.nodeid])
+    recorder.keep_sources = False  # compared by its figures, never shown with its source
+    return recorder
 
 
 def _run_again(item: pytest.Item, session: _Session, path: Path, trace: bool = False) -> bool:

@@ -29,7 +29,7 @@
 
 /* ---- capture format constants (docs/format.md) ---- */
 #define LL_FORMAT_MAJOR 1
-#define LL_FORMAT_MINOR 2
+#define LL_FORMAT_MINOR 4
 
 /* Each list below exists once: the C code uses its enum, and the module exports it to Python
  * as a dict of name -> number (CHUNK_KINDS, EVENT_KINDS, MARK_KINDS), so nothing is copied. */
@@ -73,11 +73,22 @@ enum {
 #define LL_EVENTS_CHUNK_CAP (64 * 1024)
 #define LL_MAX_EVENT_BYTES 64 /* head + 6 varints of at most 10 bytes */
 
-/* One FUNCS record (docs/format.md): id, kind (0 Python, 1 C), file and name string ids, first
+/* What a FUNCS record's function is: Python code, a C function, or an asyncio task (the
+ * root of a task's stack, named as the task; its file is "asyncio"). */
+#define LL_FUNC_KIND_LIST(X) X(PY, 0) X(C, 1) X(TASK, 2)
+enum {
+#define LL_X(name, n) LL_FUNC_##name = n,
+    LL_FUNC_KIND_LIST(LL_X)
+#undef LL_X
+};
+
+/* One FUNCS record (docs/format.md): id, kind (LL_FUNC_*), file and name string ids, first
  * line, and the line table as deltas from the first line.  The tracer (from co_lines()) and the
  * sampler (from a remote code object's line table) both write it here.  `rec` needs
  * LL_FUNC_RECORD_MAX(npts) bytes; returns the record's length. */
 #define LL_FUNC_RECORD_MAX(npts) (64 + (size_t)(npts) * 20)
+/* The name of the function a sample taken during a garbage collection has on top (sampler). */
+#define LL_GC_FUNCTION "<GC>"
 size_t ll_encode_func(uint8_t *rec, uint64_t id, int kind, uint64_t file, uint64_t name,
                       long firstline, const LLLinePoint *pts, size_t npts);
 

@@ -88,6 +88,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         ADD_KINDS(m, "EVENT_KINDS", LL_EVENT_KIND_LIST) < 0 ||
         ADD_KINDS(m, "HOOK_KINDS", LL_HOOK_KIND_LIST) < 0 ||
         ADD_KINDS(m, "MARK_KINDS", LL_MARK_KIND_LIST) < 0 ||
+        ADD_KINDS(m, "FUNC_KINDS", LL_FUNC_KIND_LIST) < 0 ||
         ll_probe_add_functions(m) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -33,8 +33,14 @@
 #include "leadline.h"
 #include "procmem.h"
 #include "stackwalk.h"
+#include "tasks.h"
 
 #define LL_MAX_THREADS_PER_TICK 512
+/* The most thread states a tick visits, sampled or not: the list is read while threads come and
+ * go, and a thread state freed under the sampler (its memory reused) can link back into itself
+ * (seen: CPython's threading tests, beside two CPU hogs, once in ~100 runs; every walk from
+ * those states was torn, so no sample counted and the tick never ended, nor did the run). */
+#define LL_MAX_THREAD_STATES (4 * LL_MAX_THREADS_PER_TICK)
 #define LL_SCAN_NS 100000000u   /* look for new child processes every 100 ms */
 #define LL_FLUSH_NS 1000000000u /* a partly filled chunk reaches the file within 1 s */
 /* A busy thread pushes and pops frames every 100 ns or so, so the innermost frame often moves
@@ -92,6 +98,17 @@
  * stands for beyond its first, or what other reads stood for, spread over the thread's fair
  * samples): the evidence a capture holds is its reads, whatever weight they carry. */
 enum { SF_IDLE = 1, SF_RSS = 2, SF_TRUNCATED = 4, SF_GIVEN = 8 };
+/* Bits 4-5: the thread and the GIL when it was read (0: not known: a version or a record
+ * that cannot tell, such as weight given to an earlier read). */
+enum { SF_GIL_HELD = 1 << 4, SF_GIL_WAIT = 2 << 4, SF_GIL_NONE = 3 << 4 };
+/* Bit 6: the thread was raising an exception or handling one when it was read. */
+enum { SF_EXCEPTION = 1 << 6 };
+/* Bit 7 (--async all): the stack of an asyncio task waiting on the thread's loop, not the
+ * thread's own. */
+enum { SF_TASK_WAITING = 1 << 7 };
+/* How many items of a thread's stack of handled exceptions are looked at (the top ones are
+ * empty after a handler in a running generator ends, and on 3.11 and 3.12 hold None). */
+#define LL_EXC_ITEMS 4
 
 typedef struct {
     uint64_t ident; /* the thread's pthread_t, as CPython stores it */
@@ -112,6 +129,7 @@ typedef struct {
     uint64_t seen; /* tick it was last seen in */
     uint32_t raced; /* the fraction of its recent first walks that raced, x 2^16 (walk_thread) */
     int park;       /* it can be parked: 1 yes, -1 no (it blocks the signal), 0 not known yet */
+    int gil_wait;   /* its last read found it waiting for the GIL */
     /* The pages its last two walks used (a stack that moves between two shapes, a loop around
      * a call, uses two sets), first use first. */
     uint64_t pages[2][LL_PAGES_AHEAD];
@@ -130,6 +148,12 @@ typedef struct {
     int nthreads, cthreads;
     int dead;
     int failures; /* ticks in a row in which the interpreter could not be read */
+    /* This tick's interpreter (read_interp): where its GIL is (0: not known), whether it is
+     * held and by which thread state, and whether a garbage collection is running. */
+    uint64_t interp, gil, gil_holder;
+    int gil_locked, gc_collecting;
+    LLTasks tasks; /* its asyncio tasks (tasks.c) */
+    uint64_t none; /* the address of None, once an object was found to be it (0: not yet) */
     /* The pages a tick read before its first walk (the runtime, the interpreter, the first
      * thread state, on 3.11 and 3.12 the C stack that holds its innermost frame), read at once
      * at the next tick's start; nhead < 0: not taken yet in this tick. */
@@ -156,6 +180,12 @@ typedef struct {
     int thread_started, stopping;
     uint64_t interval_ns;
     int cpu_mode, memory, subprocesses, in_process;
+    /* A thread running an asyncio task: its stack from the task (tasks.c); 2: and each tick,
+     * the stacks of the tasks waiting on its loop (--async all). */
+    int tasks;
+    /* Ticks to take, then stop (0: until stopped); every read is then written as it was read,
+     * where it was found (a snapshot: `leadline dump`), none weighed against the others. */
+    uint64_t max_ticks;
     Target *targets;
     int ntargets, ctargets;
     pid_t *known; /* descendants seen (Python or not), for --subprocesses */
@@ -168,6 +198,10 @@ typedef struct {
     Pending *pending;
     int rss_grew; /* the RSS grew since the tick before: samples count where they were found */
     uint64_t ticks, samples, missed, torn, retried, parked, truncated, deferred;
+    /* Every read's GIL state by thread serial (held, waiting, neither), deferred reads
+     * included: END's gil_reads. */
+    uint64_t (*gil_reads)[3];
+    size_t ngil_reads;
     uint64_t sampler_cpu_ns, t_end, last_scan_ns, rng, fork_ns;
     uint64_t exit_t; /* ticks when the first process was found gone (0: it was not) */
     uint64_t now_ns;      /* CLOCK_MONOTONIC when this tick began */
@@ -370,7 +404,9 @@ static void emit(Sampler *S, uint64_t t, const Pending *p, uint64_t now) {
         if (flags & SF_RSS) q = ll_put_varint(q, ll_zigzag(p->drss));
         S->chunk->len = (size_t)(q - S->chunk->data);
         S->chunk_prev_t = t;
-        S->samples++;
+        /* Only this thread writes it; progress() reads it from another (a store that cannot
+         * tear, no locked instruction). */
+        __atomic_store_n(&S->samples, S->samples + 1, __ATOMIC_RELAXED);
     }
 }
 
@@ -506,6 +542,118 @@ static void target_gone(Sampler *S, Target *T, uint64_t tick) {
 
 /* ---- one tick of one process ---- */
 
+/* The GIL and the garbage collector of the interpreter at `interp`, into T: the GIL is in the
+ * runtime up to 3.11 and behind the interpreter's pointer from 3.12 on; `locked` and
+ * `last_holder` are read apart, so a GIL changing hands meanwhile can name the thread before
+ * (its holder is set just after it is locked).  The fields are in the pages the tick reads
+ * first (the runtime's, the interpreter's), read with them at the next tick's start. */
+static void read_interp(Target *T, uint64_t interp) {
+    const LLLayout *L = &T->proc.layout;
+    LLMem *m = &T->proc.mem;
+    uint64_t gil = 0, holder = 0;
+    int32_t locked = 0, collecting = 0;
+    if (L->runtime_gil >= 0)
+        gil = T->runtime + (uint64_t)L->runtime_gil;
+    else if (L->interp_gil >= 0 && ll_mem_read(m, interp + (uint64_t)L->interp_gil, &gil, 8))
+        gil = 0;
+    if (gil && (L->gil_locked < 0 || L->gil_holder < 0 ||
+                ll_mem_read(m, gil + (uint64_t)L->gil_locked, &locked, 4) ||
+                ll_mem_read(m, gil + (uint64_t)L->gil_holder, &holder, 8)))
+        gil = 0;
+    if (L->interp_gc_collecting < 0 ||
+        ll_mem_read(m, interp + (uint64_t)L->interp_gc_collecting, &collecting, 4))
+        collecting = 0;
+    T->interp = interp;
+    T->gil = gil;
+    T->gil_locked = gil && locked == 1;
+    T->gil_holder = gil ? holder : 0;
+    T->gc_collecting = collecting != 0;
+}
+
+/* Whether a thread that is off a CPU sleeps on the GIL's condition variable: the system call
+ * /proc says it is blocked in is a futex wait on a word of that variable (glibc's condition
+ * variable waits on words inside it).  Costs an open and a read of /proc: asked only of a
+ * thread that ran lately or waited for the GIL at its last read. */
+static int waits_for_gil(const Target *T, const ThreadSlot *t) {
+    const LLLayout *L = &T->proc.layout;
+    if (!T->gil || t->tid <= 0 || L->gil_cond < 0 || L->gil_cond_size <= 0) return 0;
+    char buf[256];
+    if (read_task_file(T->pid, t->tid, "syscall", buf, sizeof buf) <= 0) return 0;
+    char *end;
+    long nr = strtol(buf, &end, 10);
+    if (end == buf || nr != SYS_futex) return 0;
+    unsigned long long uaddr = strtoull(end, NULL, 16);
+    uint64_t cond = T->gil + (uint64_t)L->gil_cond;
+    return uaddr >= cond && uaddr < cond + (uint64_t)L->gil_cond_size;
+}
+
+/* The thread and the GIL at this read (SF_GIL_*): holding it, waiting for it (asleep on it),
+ * or neither (running without it, in C code that let it go, or idle); 0 when the interpreter's
+ * GIL could not be read.  An idle thread is asked whether it waits for the GIL if it ran
+ * lately or waited at its last read; with `ask` (a snapshot, which has no last read) every
+ * thread that does not hold it is: one woken from its wait on the GIL (every 5 ms, to ask the
+ * holder for it) and not yet back on a CPU is runnable, and still inside that wait. */
+static uint8_t gil_state(const Target *T, ThreadSlot *slot, uint64_t tstate, int idle,
+                         uint64_t now, int ask) {
+    if (!T->gil) return 0;
+    if (T->gil_locked && T->gil_holder == tstate) {
+        slot->gil_wait = 0;
+        return SF_GIL_HELD;
+    }
+    int lately = ask || (slot->ran_ns && now - slot->ran_ns <= LL_RAN_LATELY_NS);
+    slot->gil_wait = (idle || ask) && (lately || slot->gil_wait) && waits_for_gil(T, slot);
+    return slot->gil_wait ? SF_GIL_WAIT : SF_GIL_NONE;
+}
+
+/* Whether the object at `obj` is None: its type's name is "NoneType" (ob_type at 8, tp_name
+ * at 24 on every 64-bit version), remembered once found (None never moves). */
+static int is_none(Target *T, uint64_t obj) {
+    if (T->none) return obj == T->none;
+    LLMem *m = &T->proc.mem;
+    uint64_t type = 0, name = 0;
+    char text[9];
+    if (ll_mem_read(m, obj + 8, &type, 8) || !type || ll_mem_read(m, type + 24, &name, 8) ||
+        !name || ll_mem_read(m, name, text, sizeof text) || memcmp(text, "NoneType", 9))
+        return 0;
+    T->none = obj;
+    return 1;
+}
+
+/* Whether the thread whose state is `ts` was raising an exception (the thread state's current
+ * exception: from the raise until a handler takes it) or handling one (the top item of its
+ * stack of handled exceptions, a running generator's if it is in one, that holds one: an
+ * item's value is NULL when empty, and None on 3.11 and 3.12 after a handler ended). */
+static int in_exception(Target *T, const uint8_t *ts) {
+    const LLLayout *L = &T->proc.layout;
+    if (L->tstate_curexc >= 0 && ll_rd64(ts, L->tstate_curexc)) return 1;
+    if (L->tstate_exc_info < 0 || L->stackitem_exc_value < 0 || L->stackitem_previous < 0)
+        return 0;
+    uint64_t item = ll_rd64(ts, L->tstate_exc_info);
+    for (int i = 0; item && i < LL_EXC_ITEMS; i++) {
+        uint64_t value = 0;
+        if (ll_mem_read(&T->proc.mem, item + (uint64_t)L->stackitem_exc_value, &value, 8))
+            return 0;
+        if (value && !is_none(T, value)) return 1;
+        if (ll_mem_read(&T->proc.mem, item + (uint64_t)L->stackitem_previous, &item, 8))
+            return 0;
+    }
+    return 0;
+}
+
+/* Counts a read's GIL state for its thread (END's gil_reads). */
+static void count_gil(Sampler *S, uint32_t serial, uint8_t gil) {
+    if (!gil) return;
+    if (serial >= S->ngil_reads) {
+        void *arr = S->gil_reads;
+        size_t cap = S->ngil_reads;
+        if (grow(&arr, &cap, sizeof S->gil_reads[0], (size_t)serial + 1)) return;
+        memset((uint64_t(*)[3])arr + S->ngil_reads, 0, (cap - S->ngil_reads) * sizeof S->gil_reads[0]);
+        S->gil_reads = arr;
+        S->ngil_reads = cap;
+    }
+    S->gil_reads[serial][(gil >> 4) - 1]++;
+}
+
 /* The first thread state of the target's interpreter into *tstate (0: it has none); -1 if the
  * interpreter could not be read, or the process has ended. */
 static int first_thread(Sampler *S, Target *T, uint64_t t, uint64_t *tstate) {
@@ -514,6 +662,7 @@ static int first_thread(Sampler *S, Target *T, uint64_t t, uint64_t *tstate) {
     uint64_t interp = 0;
     int err = ll_mem_read(m, T->runtime + (uint64_t)L->runtime_interpreters_head, &interp, 8);
     if (!err && interp) err = ll_mem_read(m, interp + (uint64_t)L->interp_threads_head, tstate, 8);
+    if (!err && interp) read_interp(T, interp);
     if (err == ESRCH) { /* gone, or a zombie: it has ended */
         target_gone(S, T, t);
         return -1;
@@ -529,6 +678,8 @@ static int first_thread(Sampler *S, Target *T, uint64_t t, uint64_t *tstate) {
 /* The bytes of a thread state the sampler reads: up to the last of the fields it looks at. */
 static int tstate_size(const LLLayout *L) {
     int ts_size = L->tstate_thread_id;
+    if (L->tstate_curexc > ts_size) ts_size = L->tstate_curexc;
+    if (L->tstate_exc_info > ts_size) ts_size = L->tstate_exc_info;
     if (L->tstate_native_thread_id > ts_size) ts_size = L->tstate_native_thread_id;
     if (L->tstate_frame > ts_size) ts_size = L->tstate_frame;
     if (L->tstate_next > ts_size) ts_size = L->tstate_next;
@@ -769,6 +920,10 @@ static int walk_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate,
 static int weigh(Sampler *S, ThreadSlot *slot, int idle, int is_fair, uint64_t t, uint64_t now,
                  Pending *p) {
     uint64_t cpu = p->cpu;
+    if (S->max_ticks) { /* a snapshot: each read stands for itself */
+        if (idle) p->flags |= SF_IDLE;
+        return 1;
+    }
     if (idle) {
         /* Where a thread waits is where it waits, whenever it is read; what little CPU it
          * used since its previous sample goes as an unfair sample's. */
@@ -880,6 +1035,13 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
     ll_mem_prefetch(mem, ahead, nahead);
     int status =
         walk_thread(S, T, slot, tstate, ts, ts_size, early, c1, &n, &truncated, &gone, &drawn);
+    /* Read with the walk's pages, so that its page (the thread state's handled-exception item,
+     * past the bytes read of it) joins the ones the next tick reads at once. */
+    int exc = status == LL_WALK_OK && !gone && in_exception(T, ts);
+    /* Likewise the task it runs, if any: its stack is cut below the task's coroutine. */
+    uint32_t task = 0;
+    if (status == LL_WALK_OK && !gone && S->tasks && ll_tasks_supported(&T->proc.layout))
+        ll_task_stack(&T->tasks, &S->st, &T->proc, T->interp, tstate, &n, &task, now);
     memcpy(slot->pages[1], slot->pages[0], sizeof slot->pages[0]);
     slot->npages[1] = slot->npages[0];
     memcpy(slot->pages[0], mem->used, (size_t)mem->nused * sizeof mem->used[0]);
@@ -910,9 +1072,18 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
         defer(S, slot, cpu, idle ? 0 : S->covers, t, now);
         return THREAD_SKIPPED;
     }
-    uint32_t stack = ll_intern_walk(&S->st, n);
+    uint32_t stack = ll_intern_walk(&S->st, task ? ll_intern_stack(&S->st, 0, task, 0) : 0, n);
+    uint8_t gil = gil_state(T, slot, tstate, idle, now, S->max_ticks != 0);
+    count_gil(S, slot->serial, gil);
+    if (S->max_ticks && gil == SF_GIL_WAIT) idle = 1; /* a snapshot: waiting, whatever its state */
+    /* A collection runs on the thread that holds the GIL: its frames are the ones that
+     * started it (an allocation, or gc.collect()), and <GC> is on top of them. */
+    uint32_t gc = gil == SF_GIL_HELD && T->gc_collecting && stack ? ll_gc_func(&S->st) : 0;
+    if (gc) stack = ll_intern_stack(&S->st, stack, gc, 0);
     slot->last_stack = stack;
-    Pending p = {slot, stack, truncated ? SF_TRUNCATED : 0, cpu, 0, S->covers};
+    uint8_t flags = (uint8_t)((truncated ? SF_TRUNCATED : 0) | gil);
+    if (exc) flags |= SF_EXCEPTION;
+    Pending p = {slot, stack, flags, cpu, 0, S->covers};
     int is_fair = !idle && (S->rss_grew || (drawn && fair(S, slot, state, used, c1, c2)));
     if (!weigh(S, slot, idle, is_fair, t, now, &p))
         return THREAD_SKIPPED;
@@ -923,13 +1094,30 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
 }
 
 /* Every thread of the target from `tstate` on (at most LL_MAX_THREADS_PER_TICK), into
- * S->pending; how many are pending. */
+ * S->pending; how many are pending.  The list ends at a cycle (Brent's: the state `mark` is
+ * compared with each next one, and moves there after 1, 2, 4, ... steps), or after
+ * LL_MAX_THREAD_STATES states, whatever their samples came to. */
 static int sample_threads(Sampler *S, Target *T, uint64_t tstate, uint64_t t, uint64_t now) {
     const LLLayout *L = &T->proc.layout;
     int ts_size = tstate_size(L);
     int tid_off = ll_pthread_tid_offset();
-    int np = 0;
+    int np = 0, visited = 0;
+    uint64_t mark = tstate;
+    int lap = 1, steps = 0;
     while (tstate && np < LL_MAX_THREADS_PER_TICK) {
+        if (visited++ && tstate == mark) { /* read while states were freed and reused */
+            S->torn++;
+            break;
+        }
+        if (visited > LL_MAX_THREAD_STATES) {
+            S->torn++;
+            break;
+        }
+        if (++steps == lap) {
+            mark = tstate;
+            lap *= 2;
+            steps = 0;
+        }
         uint8_t ts[256];
         int terr = (size_t)ts_size > sizeof ts
                        ? EINVAL
@@ -948,6 +1136,14 @@ static int sample_threads(Sampler *S, Target *T, uint64_t tstate, uint64_t t, ui
         int r = sample_thread(S, T, slot, tstate, ts, (size_t)ts_size, t, now, &S->pending[np]);
         if (r == THREAD_GONE) break;
         if (r == THREAD_PENDING) np++;
+        if (S->tasks == 2 && !S->cpu_mode && np < LL_MAX_THREADS_PER_TICK) {
+            /* Wall mode: a sample a waiting task, on the thread whose loop it waits on. */
+            uint32_t stacks[LL_MAX_THREADS_PER_TICK];
+            int nw = ll_waiting_tasks(&T->tasks, &S->st, &T->proc, tstate, stacks,
+                                      LL_MAX_THREADS_PER_TICK - np);
+            for (int i = 0; i < nw; i++)
+                S->pending[np++] = (Pending){slot, stacks[i], SF_TASK_WAITING, 0, 0, S->covers};
+        }
         tstate = next;
     }
     return np;
@@ -974,10 +1170,11 @@ static int64_t read_rss(Target *T) {
 /* The growth `d` goes to the np pending samples of the threads that ran (SF_RSS). */
 static void share_rss(Sampler *S, int np, int64_t d) {
     int active = 0;
-    for (int i = 0; i < np; i++) active += !(S->pending[i].flags & SF_IDLE);
+    for (int i = 0; i < np; i++) active += !(S->pending[i].flags & (SF_IDLE | SF_TASK_WAITING));
     int share_to = active ? active : 1, k = 0;
     for (int i = 0; i < np; i++) {
         Pending *p = &S->pending[i];
+        if (p->flags & SF_TASK_WAITING) continue; /* no thread's growth */
         if (active && (p->flags & SF_IDLE)) continue;
         if (!active && i > 0) continue;
         p->flags |= SF_RSS;
@@ -1003,6 +1200,14 @@ static void sample_target(Sampler *S, Target *T, uint64_t t, uint64_t now) {
     int64_t d = S->memory ? T->rss_carry + read_rss(T) : 0;
     S->rss_grew = d != 0;
     int np = sample_threads(S, T, tstate, t, now);
+    if (T->nhead < 0) {
+        /* No thread was walked (cpu mode, every thread off its CPU: a busy machine's busy
+         * thread, preempted): what the tick read is still the next one's head.  Left empty,
+         * the next tick read those pages one at a time: 3.2 reads a tick instead of 2 beside
+         * four CPU hogs. */
+        memcpy(T->head, T->proc.mem.used, (size_t)T->proc.mem.nused * sizeof T->head[0]);
+        T->nhead = T->proc.mem.nused;
+    }
     T->rss_carry = np ? 0 : d; /* no sample this tick: the next one takes it */
     if (S->memory && np) share_rss(S, np, d);
     for (int i = 0; i < np; i++) emit(S, t, &S->pending[i], now);
@@ -1039,6 +1244,7 @@ static void close_target(Target *T) {
     }
     if (T->statm_fd >= 0) close(T->statm_fd);
     free(T->threads);
+    ll_tasks_free(&T->tasks);
     ll_proc_free(&T->proc);
     memset(T, 0, sizeof *T);
     T->dead = 1;
@@ -1212,7 +1418,7 @@ static void *sampler_main(void *arg) {
         S->covers = 1 + k;
         next += k * S->interval_ns;
         uint64_t t = ll_ticks();
-        S->ticks++;
+        __atomic_store_n(&S->ticks, S->ticks + 1, __ATOMIC_RELAXED); /* progress() reads it */
         S->now_ns = now;
         int alive = 0;
         for (int i = 0; i < S->ntargets; i++) {
@@ -1228,11 +1434,14 @@ static void *sampler_main(void *arg) {
         if (S->chunk && now - S->chunk_started_ns >= LL_FLUSH_NS) flush_chunk(S);
         int still = 0; /* the children scan_children just found count too */
         for (int i = 0; i < S->ntargets; i++) still += !S->targets[i].dead;
+        int done = S->max_ticks && S->ticks >= S->max_ticks;
+        if (done) still = 0; /* the snapshot is taken: nothing more to sample */
         __atomic_store_n(&S->alive_targets, still, __ATOMIC_RELAXED);
         next += next_interval(S);
         S->prev_end_ns = ll_monotonic_ns();
         pthread_mutex_lock(&S->mu);
         if (!alive && !S->subprocesses && !S->in_process) break; /* the target is gone */
+        if (done) break;
         /* The writer takes nothing more (a failed write): sampling on would only cost CPU. */
         if (ll_writer_stopped(&S->w)) break;
     }
@@ -1448,13 +1657,14 @@ static PyObject *sampler_start(Sampler *S) {
 }
 
 static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"fd",     "meta",         "pid",       "rate_hz", "cpu",
-                             "memory", "subprocesses", "max_depth", NULL};
-    int fd, pid, cpu = 0, memory = 0, subprocesses = 0, max_depth = 8192;
+    static char *kwlist[] = {"fd",        "meta",  "pid",   "rate_hz", "cpu", "memory", "subprocesses",
+                             "max_depth", "tasks", "ticks", NULL};
+    int fd, pid, cpu = 0, memory = 0, subprocesses = 0, max_depth = 8192, tasks = 1;
+    unsigned long long ticks = 0;
     double rate;
     Py_buffer meta;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "iy*id|pppi", kwlist, &fd, &meta, &pid, &rate,
-                                     &cpu, &memory, &subprocesses, &max_depth))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iy*id|pppiiK", kwlist, &fd, &meta, &pid, &rate,
+                                     &cpu, &memory, &subprocesses, &max_depth, &tasks, &ticks))
         return NULL;
     if (!(rate >= 1.0 && rate <= 20000.0) || max_depth < 1 || max_depth > 1000000) {
         PyBuffer_Release(&meta);
@@ -1483,6 +1693,8 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     S->cpu_mode = cpu;
     S->memory = memory;
     S->subprocesses = subprocesses;
+    S->tasks = tasks;
+    S->max_ticks = ticks;
     S->in_process = pid == getpid();
     if (S->in_process) {
         ll_park_install();
@@ -1532,8 +1744,20 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
     sampler_stop(S);
     uint64_t reads = 0;
     for (int i = 0; i < S->ntargets; i++) reads += S->targets[i].proc.mem.reads;
+    PyObject *gil = PyDict_New();
+    for (size_t i = 0; gil && i < S->ngil_reads; i++) {
+        const uint64_t *c = S->gil_reads[i];
+        if (!(c[0] | c[1] | c[2])) continue;
+        PyObject *v = Py_BuildValue("[KKK]", (unsigned long long)c[0], (unsigned long long)c[1],
+                                    (unsigned long long)c[2]);
+        char key[24];
+        snprintf(key, sizeof key, "%zu", i);
+        if (!v || PyDict_SetItemString(gil, key, v)) Py_CLEAR(gil);
+        Py_XDECREF(v);
+    }
+    if (!gil) return NULL;
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K}", "ticks",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:N}", "ticks",
         (unsigned long long)S->ticks, "samples", (unsigned long long)S->samples, "missed",
         (unsigned long long)S->missed, "torn", (unsigned long long)S->torn, "deferred",
         (unsigned long long)S->deferred, "retried",
@@ -1543,7 +1767,7 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
         ll_tick_ns_calibrated(), "stacks", (unsigned long long)S->st.nstacks, "functions",
         (unsigned long long)S->st.next_func, "processes", (unsigned long long)S->ntargets, "exit_t",
         (unsigned long long)S->exit_t, "parked", (unsigned long long)S->parked, "held",
-        (unsigned long long)S->held);
+        (unsigned long long)S->held, "gil_reads", gil);
 }
 
 /* close(end): END is bytes, or a callable that makes them (see ll_writer_close_py). */
@@ -1616,6 +1840,14 @@ static PyObject *sampler_running(PyObject *self, PyObject *unused) {
                            !ll_writer_stopped(&S->w));
 }
 
+static PyObject *sampler_progress(PyObject *self, PyObject *unused) {
+    Sampler *S = (Sampler *)self;
+    /* Read while the sampler thread counts: each value is whole (an aligned 64-bit load), the
+     * two may be a tick apart, which a progress line does not mind. */
+    return Py_BuildValue("(KK)", (unsigned long long)__atomic_load_n(&S->ticks, __ATOMIC_RELAXED),
+                         (unsigned long long)__atomic_load_n(&S->samples, __ATOMIC_RELAXED));
+}
+
 static void sampler_dealloc(PyObject *self) {
     Sampler *S = (Sampler *)self;
     /* Dropped without close(): never finished, or an exception came between finish() and
@@ -1634,6 +1866,7 @@ static void sampler_dealloc(PyObject *self) {
     for (int i = 0; i < S->ntargets; i++) close_target(&S->targets[i]);
     free(S->targets);
     free(S->known);
+    free(S->gil_reads);
     ll_stacks_free(&S->st);
     free(S->pending);
     if (S->chunk) free(S->chunk);
@@ -1647,6 +1880,7 @@ static PyMethodDef sampler_methods[] = {
     {"resume", (PyCFunction)(void (*)(void))sampler_resume, METH_VARARGS | METH_KEYWORDS,
      "os.fork() returned in the parent (later: once it has returned)."},
     {"running", sampler_running, METH_NOARGS, "Sampling, and a target is alive."},
+    {"progress", sampler_progress, METH_NOARGS, "(ticks, samples) so far, while it samples."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -46,6 +46,7 @@ struct LLVisitSlot {
 };
 
 struct LLRawFrame {
+    uint64_t frame;
     uint64_t code;
     int64_t instr;         /* instruction pointer (3.11+) or f_lasti (3.10) */
     int slot;              /* its index among the walk's code objects read */
@@ -56,6 +57,7 @@ int ll_stacks_init(LLStacks *st, LLWriter *w, int max_depth) {
     st->w = w;
     st->max_depth = max_depth;
     st->frames = malloc(sizeof(LLFrame) * (size_t)max_depth);
+    st->frame_addr = malloc(sizeof(uint64_t) * (size_t)max_depth);
     st->raw = malloc(sizeof(LLRawFrame) * (size_t)max_depth);
     st->uniq = malloc(sizeof(uint64_t) * (size_t)max_depth);
     st->codebuf = malloc(LL_MAX_CODE_SIZE * (size_t)max_depth);
@@ -67,7 +69,7 @@ int ll_stacks_init(LLStacks *st, LLWriter *w, int max_depth) {
     st->nvisited = 64;
     while (st->nvisited <= 2 * (size_t)max_depth) st->nvisited *= 2;
     st->visited = calloc(st->nvisited, sizeof(LLVisitSlot));
-    return st->frames && st->raw && st->uniq && st->codebuf && st->visited && st->prev_uniq &&
+    return st->frames && st->frame_addr && st->raw && st->uniq && st->codebuf && st->visited && st->prev_uniq &&
                    st->prev_codebuf && st->miss && st->miss_slot && st->missbuf
                ? 0
                : -1;
@@ -78,6 +80,7 @@ void ll_stacks_free(LLStacks *st) {
     free(st->strs);
     free(st->stacks);
     free(st->frames);
+    free(st->frame_addr);
     free(st->raw);
     free(st->uniq);
     free(st->codebuf);
@@ -190,8 +193,8 @@ uint32_t ll_intern_stack(LLStacks *st, uint32_t parent, uint32_t func, uint32_t 
     return key.id;
 }
 
-uint32_t ll_intern_walk(LLStacks *st, int n) {
-    uint32_t stack = 0;
+uint32_t ll_intern_walk(LLStacks *st, uint32_t root, int n) {
+    uint32_t stack = root;
     for (int i = n - 1; i >= 0; i--) {
         stack = ll_intern_stack(st, stack, st->frames[i].func, st->frames[i].off);
         if (!stack) break;
@@ -200,6 +203,27 @@ uint32_t ll_intern_walk(LLStacks *st, int n) {
 }
 
 /* ---- functions ---- */
+
+uint32_t ll_new_func(LLStacks *st, int kind, const char *module, const char *name, size_t n) {
+    uint32_t ns = ll_intern_str(st, name, n);
+    uint32_t ms = ll_intern_str(st, module, strlen(module));
+    uint8_t *rec = malloc(LL_FUNC_RECORD_MAX(0));
+    if (!ns || !ms || !rec) {
+        free(rec);
+        return 0;
+    }
+    uint32_t id = ++st->next_func;
+    define(st, LL_CHUNK_FUNCS, rec, ll_encode_func(rec, id, kind, ms, ns, 0, NULL, 0));
+    free(rec);
+    return id;
+}
+
+uint32_t ll_gc_func(LLStacks *st) {
+    /* A C function of the gc module, as the tracer names the builtins it calls. */
+    if (!st->gc_func)
+        st->gc_func = ll_new_func(st, LL_FUNC_C, "gc", LL_GC_FUNCTION, strlen(LL_GC_FUNCTION));
+    return st->gc_func;
+}
 
 static void define_func(LLStacks *st, LLProc *p, uint32_t id, uint64_t filename, uint64_t name,
                         long firstline, uint64_t linetable) {
@@ -343,6 +367,8 @@ static int read_frames(LLStacks *st, LLProc *p, uint64_t frame, int *depth, int 
     uint8_t fb[128];
     int steps = 0;
     int root = 0; /* the last frame read is an entry frame, not a Python function's */
+    enum { OWNED_BY_GENERATOR = 1 };
+    st->has_gen = 0;
     if (++st->visit_gen == 0) {
         memset(st->visited, 0, sizeof(LLVisitSlot) * st->nvisited);
         st->visit_gen = 1;
@@ -354,6 +380,7 @@ static int read_frames(LLStacks *st, LLProc *p, uint64_t frame, int *depth, int 
             break;
         }
         int innermost = steps++ == 0;
+        uint64_t at = frame;
         if (!visit(st, frame)) return LL_WALK_TORN; /* a cycle: frames were reused under us */
         if ((size_t)need > sizeof fb || ll_mem_read(&p->mem, frame, fb, (size_t)need))
             return LL_WALK_TORN;
@@ -363,13 +390,14 @@ static int read_frames(LLStacks *st, LLProc *p, uint64_t frame, int *depth, int 
         frame = prev;
         root = L->frame_owner >= 0 && fb[L->frame_owner] >= LL_FIRST_OWNER_NOT_PYTHON;
         if (root) continue;
+        if (L->frame_owner >= 0 && fb[L->frame_owner] == OWNED_BY_GENERATOR) st->has_gen = 1;
         if (!code) {
             if (L->minor < 13) return LL_WALK_TORN;
             continue;
         }
         int64_t instr = L->code_adaptive < 0 ? ll_rd32(fb, L->frame_instr) /* 3.10: f_lasti */
                                               : (int64_t)ll_rd64(fb, L->frame_instr);
-        st->raw[(*depth)++] = (LLRawFrame){code, instr};
+        st->raw[(*depth)++] = (LLRawFrame){at, code, instr, 0};
     }
     /* From 3.12 on every chain of frames ends at an entry frame (the C stack's, and from 3.14
      * the thread's base frame): one that ends at a Python function's frame was read through a
@@ -460,6 +488,7 @@ static int name_frames(LLStacks *st, LLProc *p, int depth, int *n) {
             if (units >= 0 && (off < -1 || off > units)) return LL_WALK_TORN;
         }
         if (off < 0) off = 0;
+        st->frame_addr[*n] = r->frame;
         st->frames[(*n)++] = (LLFrame){func, (uint32_t)off};
     }
     return LL_WALK_OK;
@@ -473,6 +502,24 @@ int ll_walk_read(LLStacks *st, LLProc *p, uint64_t frame, int *depth, int *trunc
     *truncated = 0;
     if (read_frames(st, p, frame, depth, truncated) != LL_WALK_OK) return LL_WALK_TORN;
     return read_codes(st, p, *depth);
+}
+
+int ll_walk_frames(LLStacks *st, LLProc *p, const uint64_t *frames, int depth, int *n) {
+    enum { OWNED_BY_GENERATOR = 1 };
+    const LLLayout *L = &p->layout;
+    int need = frame_size(L);
+    uint8_t fb[128];
+    *n = 0;
+    if ((size_t)need > sizeof fb || depth > st->max_depth || L->frame_owner < 0)
+        return LL_WALK_TORN;
+    for (int i = 0; i < depth; i++) {
+        if (ll_mem_read(&p->mem, frames[i], fb, (size_t)need)) return LL_WALK_TORN;
+        uint64_t code = ll_rd64(fb, L->frame_code) & ~LL_STACKREF_TAGS;
+        if (!code || fb[L->frame_owner] != OWNED_BY_GENERATOR) return LL_WALK_TORN;
+        st->raw[i] = (LLRawFrame){frames[i], code, (int64_t)ll_rd64(fb, L->frame_instr), 0};
+    }
+    if (read_codes(st, p, depth) != LL_WALK_OK) return LL_WALK_TORN;
+    return name_frames(st, p, depth, n);
 }
 
 int ll_walk_name(LLStacks *st, LLProc *p, int depth, int *n) {

@@ -33,7 +33,10 @@ typedef struct {
     LLStackSlot *stacks;
     size_t nstacks, cstacks;
     uint32_t next_str, next_func, next_stack;
+    uint32_t gc_func; /* ll_gc_func's id, 0 until defined */
     LLFrame *frames; /* the last walk's frames, innermost first */
+    uint64_t *frame_addr; /* where each of them is in the program's memory */
+    int has_gen;          /* the walk met a generator's or coroutine's frame (3.11+) */
     LLRawFrame *raw;
     uint64_t *uniq;   /* distinct code objects of a walk */
     uint8_t *codebuf; /* their first bytes, LL_MAX_CODE_SIZE each */
@@ -73,9 +76,15 @@ void ll_proc_free(LLProc *p);
  * first time it is seen; 0 if out of memory. */
 uint32_t ll_intern_str(LLStacks *st, const char *s, size_t n);
 uint32_t ll_intern_stack(LLStacks *st, uint32_t parent, uint32_t func, uint32_t off);
-/* The stack of the last walk's n frames (ll_intern_stack from the outermost in); 0 if out of
- * memory. */
-uint32_t ll_intern_walk(LLStacks *st, int n);
+/* The stack of the last walk's n frames (ll_intern_stack from the outermost in, on the stack
+ * `root`, 0 for none); 0 if out of memory. */
+uint32_t ll_intern_walk(LLStacks *st, uint32_t root, int n);
+/* The function standing for a garbage collection (`<GC>`), defined the first time it is asked
+ * for; 0 if out of memory. */
+uint32_t ll_gc_func(LLStacks *st);
+/* A new function that is not Python code (kind LL_FUNC_C or LL_FUNC_TASK), of `module`, named
+ * by the n bytes at `name`; 0 if out of memory. */
+uint32_t ll_new_func(LLStacks *st, int kind, const char *module, const char *name, size_t n);
 
 /* The innermost frame of the thread state whose first bytes are `ts` (*ok = 0 if a read
  * failed). */
@@ -86,5 +95,8 @@ uint64_t ll_top_frame(LLProc *p, const uint8_t *ts, int *ok);
  * Each gives LL_WALK_OK, or LL_WALK_TORN: the frames did not check out. */
 int ll_walk_read(LLStacks *st, LLProc *p, uint64_t frame, int *depth, int *truncated);
 int ll_walk_name(LLStacks *st, LLProc *p, int depth, int *n);
+/* The frames at `frames` (depth of them, innermost first: suspended coroutines' frames, which
+ * link to no caller), read and named into st->frames (*n frames), as a walk's are. */
+int ll_walk_frames(LLStacks *st, LLProc *p, const uint64_t *frames, int depth, int *n);
 
 #endif

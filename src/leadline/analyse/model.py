@@ -64,6 +64,11 @@ class Stack:
     cpu_ns: int = 0  # CPU time the thread used, attributed to this stack
     cpu_sq: float = 0.0  # the sum of each of those samples' CPU time squared (its spread)
     rss_bytes: int = 0  # RSS change attributed to this stack (--memory); may be negative
+    # Of its reads, those that found the thread holding the GIL, waiting for it, or neither
+    # (format 1.3; reads that cannot tell count in none of them).
+    gil_held: int = 0
+    gil_wait: int = 0
+    gil_none: int = 0
 
     def weight(self, metric: Metric) -> int:
         if metric == "samples":
@@ -73,9 +78,12 @@ class Stack:
         return self.rss_bytes
 
 
+TimelineSample = tuple[int, int, int, int, int]
+
+
 @dataclass
 class SampleProfile:
-    mode: str  # "wall" or "cpu"
+    mode: str  # "wall", "cpu" or "gil" (wall mode, only samples holding the GIL)
     rate_hz: float
     duration_ns: int
     start_unix_ns: int
@@ -95,8 +103,17 @@ class SampleProfile:
     exited_ns: int | None = None  # attach: when the process was found gone, from the start
     samples_lost: int = 0  # samples taken that never reached the file (END's samples_lost)
     stopped_early: dict[str, Any] | None = None  # capture.stop.for_report
+    # Every read's GIL state by thread serial, deferred reads included: (held, waiting,
+    # neither), from END (format 1.3); empty when the capture does not say.
+    gil_reads: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    # Each thread's reads over time (samples.LANE_BINS equal spans of the run), by state:
+    # LANE_STATES counts a span; empty when no read's GIL state is known.
+    lanes: dict[int, list[int]] = field(default_factory=dict)
     # The capture it was read from (its marks are reported with it); None when built otherwise.
     capture: Definitions | None = field(default=None, repr=False, compare=False)
+    # Every sample kept, in the capture's order, when asked for (load_profile(timeline=True)):
+    # (clock ticks, thread serial, stack tree node, flags, CPU ns); None otherwise.
+    timeline: list[TimelineSample] | None = field(default=None, repr=False, compare=False)
 
     def thread(self, serial: int) -> Thread:
         for t in self.threads:

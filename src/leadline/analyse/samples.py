@@ -14,22 +14,39 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..capture import stop
-from ..capture.reader import SAMPLE_GIVEN, SAMPLE_IDLE, Capture, CaptureStream, Function, Progress
+from ..capture.reader import (
+    GIL_HELD,
+    GIL_NONE,
+    GIL_WAIT,
+    SAMPLE_EXCEPTION,
+    SAMPLE_GIVEN,
+    SAMPLE_IDLE,
+    SAMPLE_TASK_WAITING,
+    Capture,
+    CaptureStream,
+    Function,
+    Progress,
+    gil_state,
+)
 from ..errors import LeadlineError
-from .model import Frame, Metric, SampleProfile, Stack, Thread
+from .model import Frame, Metric, SampleProfile, Stack, Thread, TimelineSample
 from .stacktree import StackTree, TreePath
 
 SCHEMA_VERSION = 1
 _RUNPY = ("runpy.py", "<frozen runpy>")
 
 
-# The functions leadline puts in the program's way (record/recorder.py: its Thread.start and
-# os._exit wrappers), by their names on 3.11+ and on 3.10 (no qualified names).  A program's
-# stack that runs through one is shown without it, as the program would see it.
-_IN_THE_WAY = frozenset(
-    {"Recorder._watch_thread_names.<locals>.start", "start", "Recorder._exit_wrapper",
-     "_exit_wrapper"}
-)  # fmt: skip
+# The functions leadline puts in the program's way, by module of the package and by their names
+# on 3.11+ and on 3.10 (no qualified names): the recorder's Thread.start and os._exit wrappers,
+# and the function that @leadline.span wraps around the program's.  A program's stack that runs
+# through one is shown without it, as the program would see it.
+_IN_THE_WAY = {
+    "record/recorder.py": frozenset(
+        {"Recorder._watch_thread_names.<locals>.start", "start", "Recorder._exit_wrapper",
+         "_exit_wrapper"}
+    ),
+    "record/marks.py": frozenset({"span.<locals>.wrap.<locals>.spanned", "spanned"}),
+}  # fmt: skip
 
 
 def _is_shim(func: Function | None) -> bool:
@@ -40,8 +57,10 @@ def _is_shim(func: Function | None) -> bool:
 
 
 def _in_the_way(file: str, name: str, package_dir: str) -> bool:
-    recorder = package_dir.rstrip("/") + "/record/recorder.py"
-    return bool(package_dir) and file == recorder and name in _IN_THE_WAY
+    if not package_dir or not file.startswith(package_dir):
+        return False
+    names = _IN_THE_WAY.get(file[len(package_dir.rstrip("/")) + 1 :])
+    return names is not None and name in names
 
 
 def _is_wrapper(file: str, package_dir: str) -> bool:
@@ -54,17 +73,23 @@ def load_profile(
     progress: Progress | None = None,
     *,
     cpu_cap_ns: float | None = None,
+    timeline: bool = False,
 ) -> SampleProfile:
     """The capture's samples folded into distinct (thread, stack) rows.  With `cpu_cap_ns`,
-    each sample's CPU time counts for at most that much (the diff's weights)."""
+    each sample's CPU time counts for at most that much (the diff's weights); with `timeline`,
+    the profile also keeps every sample in order (SampleProfile.timeline: exports that draw
+    time, at a tuple a sample)."""
     if cap.meta.get("mode") != "sample":
         raise LeadlineError(
             f"{cap.path}: a {cap.meta.get('mode', 'unknown')} capture, not a sampling one "
             "(leadline run / attach)"
         )
     stacks = _StackResolver(cap)
-    read = _fold_samples(cap, stacks, progress, cpu_cap_ns)
-    return _profile(cap, stacks.frames, read)
+    kept: list[TimelineSample] | None = [] if timeline else None
+    read = _fold_samples(cap, stacks, progress, cpu_cap_ns, kept)
+    profile = _profile(cap, stacks.frames, read)
+    profile.timeline = kept
+    return profile
 
 
 class _StackResolver:
@@ -201,12 +226,60 @@ class _StackResolver:
 @dataclass
 class _Rows:
     """A capture's samples folded into distinct (thread, stack) rows, with how many samples
-    were read and the times of the first and last."""
+    were read and the times of the first and last, and the threads' lanes."""
 
     rows: list[Stack]
     samples: int
     first_t: int | None
     last_t: int | None
+    lanes: dict[int, list[int]] = field(default_factory=dict)
+
+
+# A thread's lane: its reads in LANE_BINS equal spans of the run, counted by state (holding the
+# GIL, waiting for it, running without it, idle, not known); the busiest MAX_LANES threads.
+LANE_BINS = 200
+LANE_STATES = ("held", "wait", "running", "idle", "unknown")
+MAX_LANES = 64
+
+
+class _Lanes:
+    """Counts reads into lanes over the span [t0, t1] of clock ticks."""
+
+    def __init__(self, t0: int, t1: int) -> None:
+        self.t0, self.span = t0, max(t1 - t0, 1)
+        self.counts: dict[int, list[int]] = {}
+        self.known = False
+
+    def add(self, t: int, serial: int, gil: int, idle: bool) -> None:
+        k = len(LANE_STATES)
+        b = min(max((t - self.t0) * LANE_BINS // self.span, 0), LANE_BINS - 1)
+        lane = self.counts.get(serial)
+        if lane is None:
+            lane = self.counts[serial] = [0] * (LANE_BINS * k)
+        if gil == GIL_HELD:
+            state = 0
+        elif gil == GIL_WAIT:
+            state = 1
+        elif gil == GIL_NONE:
+            state = 3 if idle else 2
+        else:
+            state = 4
+        self.known = self.known or state != 4
+        lane[b * k + state] += 1
+
+    def result(self) -> dict[int, list[int]]:
+        """The lanes of the MAX_LANES threads that were busiest (held the GIL, waited for it or
+        ran without it most often); none when no read's GIL state is known."""
+        if not self.known:
+            return {}
+        k = len(LANE_STATES)
+
+        def busy(serial: int) -> int:
+            lane = self.counts[serial]
+            return sum(sum(lane[state::k]) for state in (0, 1, 2))
+
+        keep = sorted(self.counts, key=lambda serial: (-busy(serial), serial))[:MAX_LANES]
+        return {serial: self.counts[serial] for serial in sorted(keep)}
 
 
 def _fold_samples(
@@ -214,14 +287,34 @@ def _fold_samples(
     stacks: _StackResolver,
     progress: Progress | None,
     cpu_cap_ns: float | None,
+    timeline: list[TimelineSample] | None = None,
 ) -> _Rows:
-    """Reads every sample of the capture into the row of its thread and stack."""
+    """Reads every sample of the capture into the row of its thread and stack (and, given
+    `timeline`, appends each sample kept to it)."""
     resolve, tree = stacks.resolve, stacks.tree
     rows: dict[tuple[int, int], Stack] = {}
     page = int(cap.meta.get("page_size") or 4096)
     n_samples = 0
     first_t = last_t = None
+    mode = (cap.meta.get("options") or {}).get("mode")
+    t_start, t_end = cap.meta.get("t_start"), (cap.end or {}).get("t_end")
+    # Lanes need the threads' states, which captures hold from format 1.3 on.
+    lanes = (
+        _Lanes(t_start, t_end)
+        if isinstance(t_start, int)
+        and isinstance(t_end, int)
+        and t_end > t_start
+        and cap.format >= (1, 3)
+        else None
+    )
     for t, serial, flags, stack, cpu, drss in cap.samples(progress):
+        gil = gil_state(flags)
+        if lanes is not None and not flags & (SAMPLE_GIVEN | SAMPLE_TASK_WAITING):
+            lanes.add(t, serial, gil, bool(flags & SAMPLE_IDLE))
+        if mode == "gil" and gil != GIL_HELD:
+            continue  # --mode gil: only what the threads did holding the GIL
+        if mode == "exception" and not flags & SAMPLE_EXCEPTION:
+            continue  # --mode exception: only what they did raising or handling one
         n_samples += 1
         if first_t is None:
             first_t = t
@@ -229,6 +322,8 @@ def _fold_samples(
         node = resolve(stack)
         if node < 0:
             continue
+        if timeline is not None:
+            timeline.append((t, serial, node, flags, cpu))
         key = (serial, node)
         row = rows.get(key)
         if row is None:
@@ -243,7 +338,29 @@ def _fold_samples(
         row.cpu_ns += used
         row.cpu_sq += float(used) * used
         row.rss_bytes += drss * page
-    return _Rows(list(rows.values()), n_samples, first_t, last_t)
+        if flags & SAMPLE_GIVEN:
+            pass
+        elif gil == GIL_HELD:
+            row.gil_held += 1
+        elif gil == GIL_WAIT:
+            row.gil_wait += 1
+        elif gil == GIL_NONE:
+            row.gil_none += 1
+    return _Rows(list(rows.values()), n_samples, first_t, last_t, lanes.result() if lanes else {})
+
+
+def sampled_threads(cap: Capture | CaptureStream) -> list[Thread]:
+    """The capture's sampled threads, by serial, named as the program named them (END's
+    names, for threads of the program leadline ran) or as the system does."""
+    names: dict[str, str] = (cap.end or {}).get("threads") or {}
+    own_pid = int(cap.meta.get("pid", 0))
+    threads = []
+    for serial, task in sorted(cap.tasks.items()):
+        name = task.name or f"thread-{serial}"
+        if task.pid == own_pid and str(task.ident) in names:
+            name = names[str(task.ident)]
+        threads.append(Thread(serial, task.pid, task.tid, name))
+    return threads
 
 
 def _profile(cap: Capture | CaptureStream, frames: list[Frame], read: _Rows) -> SampleProfile:
@@ -253,14 +370,7 @@ def _profile(cap: Capture | CaptureStream, frames: list[Frame], read: _Rows) -> 
     opts = cap.meta.get("options") or {}
     t0 = int(cap.meta.get("t_start", read.first_t or 0))
     t1 = int(end.get("t_end", read.last_t or t0))
-    names: dict[str, str] = end.get("threads") or {}
-    own_pid = int(cap.meta.get("pid", 0))
-    threads = []
-    for serial, task in sorted(cap.tasks.items()):
-        name = task.name or f"thread-{serial}"
-        if task.pid == own_pid and str(task.ident) in names:
-            name = names[str(task.ident)]
-        threads.append(Thread(serial, task.pid, task.tid, name))
+    threads = sampled_threads(cap)
     return SampleProfile(
         mode=str(opts.get("mode", "wall")),
         rate_hz=float(opts.get("rate_hz", 100.0)),
@@ -282,10 +392,70 @@ def _profile(cap: Capture | CaptureStream, frames: list[Frame], read: _Rows) -> 
         samples_lost=int(end.get("samples_lost") or 0),
         stopped_early=stop.for_report(cap),
         capture=cap,
+        gil_reads={int(k): (v[0], v[1], v[2]) for k, v in (end.get("gil_reads") or {}).items()},
+        lanes=read.lanes,
     )
 
 
 # -- views -------------------------------------------------------------------
+
+
+@dataclass
+class GilShares:
+    """A thread's records that found it holding the GIL, waiting for it, or neither."""
+
+    held: int = 0
+    wait: int = 0
+    none: int = 0
+
+    @property
+    def known(self) -> int:
+        return self.held + self.wait + self.none
+
+    def as_dict(self) -> dict[str, float | int]:
+        k = self.known or 1
+        return {
+            "held": self.held,
+            "wait": self.wait,
+            "none": self.none,
+            "held_pct": 100.0 * self.held / k,
+            "wait_pct": 100.0 * self.wait / k,
+        }
+
+
+def gil_by_thread(p: SampleProfile) -> dict[int, GilShares]:
+    """Each thread's GIL states over its reads (only threads with some known: captures before
+    format 1.3, and versions whose GIL cannot be read, have none): END's count of every read,
+    or, for a capture without END, the reads it kept (those whose weight went to other samples
+    are missing there, and they were reads of a busy thread)."""
+    if p.gil_reads:
+        return {serial: GilShares(*c) for serial, c in p.gil_reads.items()}
+    out: dict[int, GilShares] = {}
+    for s in p.stacks:
+        if s.gil_held or s.gil_wait or s.gil_none:
+            g = out.setdefault(s.thread, GilShares())
+            g.held += s.gil_held
+            g.wait += s.gil_wait
+            g.none += s.gil_none
+    return out
+
+
+def gil_lines(p: SampleProfile) -> list[str]:
+    """One line a thread: how much of its time it held the GIL and waited for it, when more
+    than one thread's state is known (threads that did neither are left out)."""
+    threads = gil_by_thread(p)
+    if len(threads) < 2 or p.mode == "gil":
+        return []  # one thread has the GIL to itself; in gil mode every sample held it
+    lines = []
+    for serial, g in sorted(threads.items()):
+        if not (g.held or g.wait):
+            continue
+        k = g.known
+        lines.append(
+            f"T{serial} ({p.thread(serial).name}): {100 * g.held / k:.0f}% holding the GIL, "
+            f"{100 * g.wait / k:.0f}% waiting for it"
+        )
+    return lines
 
 
 def default_metric(p: SampleProfile) -> Metric:
@@ -570,6 +740,7 @@ def to_json(p: SampleProfile, idle: bool = False) -> dict[str, Any]:
     weighted = selected(p, idle, metric)
     total = sum(w for _, w in weighted) or 1
     funcs = function_rows(p, weighted)
+    gil = {serial: g.as_dict() for serial, g in gil_by_thread(p).items()}
     return {
         "schema": SCHEMA_VERSION,
         "kind": "sample",
@@ -595,7 +766,14 @@ def to_json(p: SampleProfile, idle: bool = False) -> dict[str, Any]:
         "stopped_early": p.stopped_early,
         "total": total if weighted else 0,
         "threads": [
-            {"serial": t.serial, "pid": t.pid, "tid": t.tid, "name": t.name} for t in p.threads
+            {
+                "serial": t.serial,
+                "pid": t.pid,
+                "tid": t.tid,
+                "name": t.name,
+                "gil": gil.get(t.serial),
+            }
+            for t in p.threads
         ],
         "functions": [
             {

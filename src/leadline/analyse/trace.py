@@ -6,6 +6,7 @@ size is the number of distinct call paths, not the number of events.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +77,39 @@ class Mover:
     start_ns: int
     end_ns: int
     rss_delta: int
+
+
+# The memory timeline marks at most this many calls, each at least NOTABLE_SHARE of the largest
+# change: the aggregator keeps the 20 that changed RSS the most, and nested calls each carry
+# their callee's growth (the program's <module>, its main(), the loader, the parser...), so
+# all 20 shaded the whole chart.
+NOTABLE_MOVERS = 5
+NOTABLE_SHARE = 0.1
+# A call whose change a call inside it (same thread, same direction) makes nearly all of is
+# not marked: the inner one is where the memory went.
+INNER_SHARE = 0.8
+
+
+def notable_movers(movers: list[Mover]) -> list[Mover]:
+    """The calls the memory timeline marks: the innermost call that accounts for a change,
+    the biggest first, a few, none negligible beside the biggest."""
+
+    def inside(inner: Mover, outer: Mover) -> bool:
+        return (
+            inner is not outer
+            and inner.thread == outer.thread
+            and outer.start_ns <= inner.start_ns
+            and inner.end_ns <= outer.end_ns
+            and (inner.rss_delta > 0) == (outer.rss_delta > 0)
+            and abs(inner.rss_delta) >= INNER_SHARE * abs(outer.rss_delta)
+        )
+
+    kept = [m for m in movers if m.rss_delta and not any(inside(o, m) for o in movers)]
+    kept.sort(key=lambda m: -abs(m.rss_delta))
+    if not kept:
+        return []
+    floor = NOTABLE_SHARE * abs(kept[0].rss_delta)
+    return [m for m in kept if abs(m.rss_delta) >= floor][:NOTABLE_MOVERS]
 
 
 @dataclass
@@ -174,17 +208,32 @@ def analyse(cap: Capture, progress: Progress | None = None) -> TraceProfile:
     )
 
 
-def _function_totals(cap: Capture, nodes: list[Node]) -> list[FunctionStats]:
-    """Per-function totals.  Inclusive figures count only the outermost activation of a
-    recursive function, so that time spent in fib(10) inside fib(11) is not counted twice."""
+def subtree_functions(p: TraceProfile, root: Callable[[Node], bool]) -> list[FunctionStats]:
+    """Per-function totals of the calls made inside the calls for which `root` is true
+    (themselves included), on any thread: what one piece of the program did, such as a
+    notebook cell's code traced from inside the notebook."""
+    inside: list[bool] = []
+    for n in p.nodes:
+        inside.append(root(n) or (n.parent >= 0 and inside[n.parent]))
+    return _function_totals(p.capture, p.nodes, inside)
+
+
+def _function_totals(
+    cap: Capture, nodes: list[Node], inside: list[bool] | None = None
+) -> list[FunctionStats]:
+    """Per-function totals (of the nodes `inside` says, or all).  Inclusive figures count only
+    the outermost activation of a recursive function, so that time spent in fib(10) inside
+    fib(11) is not counted twice."""
     stats: dict[int, FunctionStats] = {}
     # Parents are always created before their children, so one forward pass sees every
     # ancestor first.  path_funcs[i] is the set of functions on the path to node i.
     path_funcs: list[frozenset[int]] = []
-    for n in nodes:
+    for i, n in enumerate(nodes):
         above = path_funcs[n.parent] if n.parent >= 0 else frozenset()
         recursive = n.func in above
         path_funcs.append(above if recursive else above | {n.func})
+        if inside is not None and not inside[i]:
+            continue
         s = stats.get(n.func)
         if s is None:
             s = stats[n.func] = FunctionStats(cap.function(n.func))
@@ -247,6 +296,7 @@ def to_json(p: TraceProfile, limit: int | None = None, sort: str = "incl") -> di
     funcs = p.sorted_functions(sort)
     if limit:
         funcs = funcs[:limit]
+    notable = notable_movers(p.movers)
     return {
         "schema": SCHEMA_VERSION,
         "meta": {k: cap.meta.get(k) for k in _META_FIELDS},
@@ -268,5 +318,7 @@ def to_json(p: TraceProfile, limit: int | None = None, sort: str = "incl") -> di
         "nodes": [_fields(n, _NODE_FIELDS) for n in p.nodes],
         "threads": [{"serial": s, "name": name, "events": ev} for s, name, ev in p.threads],
         "timeline": [[t, v] for t, v in p.timeline],
-        "movers": [_fields(m, _MOVER_FIELDS) for m in p.movers],
+        "movers": [
+            {**_fields(m, _MOVER_FIELDS), "notable": any(m is n for n in notable)} for m in p.movers
+        ],
     }

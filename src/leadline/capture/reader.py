@@ -37,6 +37,8 @@ META, STRINGS, FUNCS, THREADS, EVENTS, RSS, END, SAMPLES, STACKS, TASKS, MARKS =
 )  # fmt: skip
 EVENT = _native.EVENT_KINDS  # name -> number: EVENT["CALL"] ...
 MARK = _native.MARK_KINDS
+# A function's kind as the reader names it: Python code, a C function, an asyncio task.
+FUNC_KINDS = {number: name.lower() for name, number in _native.FUNC_KINDS.items()}
 MARK_KINDS = {number: name for name, number in MARK.items()}
 KIND_NAMES = {number: name for name, number in EVENT.items()}
 CHUNK_NAMES = {number: name for name, number in _CHUNK.items()}
@@ -47,6 +49,20 @@ Event = tuple[int, int, int, int, int, int, int]  # number, kind, func, t, rss_p
 # RSS change in pages attributed to it.
 Sample = tuple[int, int, int, int, int, int]
 SAMPLE_IDLE, SAMPLE_RSS, SAMPLE_TRUNCATED, SAMPLE_GIVEN = 1, 2, 4, 8
+# Bits 4-5 of a sample's flags: the thread and the GIL when it was read (format 1.3).
+SAMPLE_GIL_SHIFT = 4
+GIL_UNKNOWN, GIL_HELD, GIL_WAIT, GIL_NONE = 0, 1, 2, 3
+GIL_STATES = {GIL_HELD: "held", GIL_WAIT: "wait", GIL_NONE: "none"}
+
+
+# Bit 6: the thread was raising an exception or handling one (format 1.3).
+SAMPLE_EXCEPTION = 64
+SAMPLE_TASK_WAITING = 128  # --async all: a waiting asyncio task's stack, not the thread's
+
+
+def gil_state(flags: int) -> int:
+    """The GIL_* state of a sample's flags."""
+    return (flags >> SAMPLE_GIL_SHIFT) & 3
 
 
 @dataclass(frozen=True)
@@ -172,7 +188,7 @@ def decode_samples(payload: bytes) -> Iterator[Sample]:
 @dataclass
 class Function:
     id: int
-    kind: str  # "py" or "c"
+    kind: str  # "py", "c" or "task" (FUNC_KINDS)
     file: str
     name: str
     line: int
@@ -194,7 +210,15 @@ class Function:
 
     @property
     def location(self) -> str:
-        return f"{self.file}:{self.line}" if self.kind == "py" else f"<{self.file or 'builtin'}>"
+        return self.located()
+
+    def located(self, shown: Callable[[str], str] | None = None) -> str:
+        """`file:line`, the file through `shown` (analyse.paths: a report's short names)."""
+        if self.kind == "task":
+            return "<asyncio task>"
+        if self.kind != "py":
+            return f"<{self.file or 'builtin'}>"
+        return f"{shown(self.file) if shown else self.file}:{self.line}"
 
 
 @dataclass
@@ -228,6 +252,8 @@ class Definitions:
         self.timeline_t = array("Q")
         self.timeline_rss = array("Q")
         self.damage: str | None = None  # why reading stopped early, if it did
+        # The capture format (major, minor) its file header gives.
+        self.format: tuple[int, int] = (_native.FORMAT_MAJOR, _native.FORMAT_MINOR)
 
     def _load(self, kind: int, payload: bytes) -> None:
         """Loads one definition chunk; Malformed (a ValueError) if its content is not what
@@ -262,7 +288,7 @@ class Definitions:
                     lines.append(line)
                 self.functions[fid] = Function(
                     fid,
-                    "c" if fkind == 1 else "py",
+                    FUNC_KINDS.get(fkind, "py"),
                     self.strings.get(file_id, "?"),
                     self.strings.get(name_id, "?"),
                     first,
@@ -367,6 +393,7 @@ class Capture(Definitions):
         if len(head) < HEADER.size or head[:8] != MAGIC:
             raise LeadlineError(f"{self.path}: not a leadline capture")
         _, major, minor, _ = HEADER.unpack(head)
+        self.format = (major, minor)
         if major > _native.FORMAT_MAJOR:
             raise LeadlineError(
                 f"{self.path}: written by a newer leadline (capture format {major}.{minor}; "
@@ -519,6 +546,8 @@ class CaptureStream(Definitions):
             if buf[:8] != MAGIC:
                 self.damage = "not a leadline capture"
                 return
+            _, major, minor, _ = HEADER.unpack_from(buf, 0)
+            self.format = (major, minor)
             self._header = True
             pos = HEADER.size
         while len(buf) - pos >= CHUNK.size:

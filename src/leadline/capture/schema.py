@@ -130,6 +130,12 @@ def _list_of(check: Check) -> Check:
     return list_of
 
 
+def _triple(v: Any) -> str | None:
+    if not isinstance(v, list) or len(v) != 3:
+        return "not a list of three counts"
+    return _list_of(_uint)(v)
+
+
 def _dict_of(check: Check) -> Check:
     def dict_of(v: Any) -> str | None:
         if not isinstance(v, dict):
@@ -195,6 +201,7 @@ META_FIELDS: dict[str, Check] = {
     "clock": _str,
     "page_size": _int_in(1, 1 << 30),
     "package_dir": _str,
+    "cwd": _str,
     "attached": _bool,
     "options": _object(OPTIONS_FIELDS),
 }
@@ -220,12 +227,16 @@ END_FIELDS: dict[str, Check] = {
     "write_error": _optional(_str),
     "threads": _dict_of(_str),
     "thread_tids": _dict_of(_str),
+    # the SHA-256 of each source file of the program when it was recorded (format 1.4)
+    "sources": _dict_of(_str),
     # trace
     "events": _uint,
     "recorded": _uint,
     "dropped_chunks": _uint,
     # sampling
     **dict.fromkeys((*SAMPLER_COUNTERS, "samples", "samples_lost", "exit_t"), _uint),
+    # every read's GIL state by thread serial: held, waiting, neither (format 1.3)
+    "gil_reads": _dict_of(_triple),
     # probe
     "counts": _dict_of(_uint),
     "ratios": _dict_of(_optional(_number_in(-1.8e308, 1.8e308))),

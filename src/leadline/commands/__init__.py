@@ -11,6 +11,8 @@ NAMES = (
     "trace",
     "run",
     "attach",
+    "dump",
+    "top",
     "probe",
     "sweep",
     "overhead",

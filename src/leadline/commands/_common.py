@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import os
+import shutil
 import stat
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -103,6 +106,66 @@ def open_output(path: str | None, binary: bool = False) -> Iterator[IO[Any]]:
         if isinstance(e, OSError):
             raise LeadlineError(f"cannot write {path}: {e.strerror}") from None
         raise
+
+
+def add_open_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--open",
+        action="store_true",
+        help="open the HTML page in a web browser once written (implies --html; $BROWSER "
+        "chooses the browser)",
+    )
+
+
+def html_for_open(args: argparse.Namespace) -> None:
+    """--open: the output is the HTML page (another format cannot be opened)."""
+    if not getattr(args, "open", False):
+        return
+    if args.format in (None, "text"):
+        args.format = "html"
+    elif args.format != "html":
+        raise LeadlineError(f"--open opens an HTML page: leave out --{args.format} or --open")
+
+
+def open_in_browser(path: str | os.PathLike[str]) -> None:
+    """Open a written HTML page in the user's browser; a line on stderr if there is none."""
+    import webbrowser
+
+    uri = Path(os.path.abspath(path)).as_uri()
+    try:
+        opened = webbrowser.open(uri)
+    except webbrowser.Error:
+        opened = False
+    if not opened:
+        print(f"leadline: no web browser to open {path} with (set BROWSER)", file=sys.stderr)
+
+
+class StatusLine:
+    """One line of progress on a terminal (stderr), rewritten in place at most 4 times a second
+    and cleared at the end; nothing at all when the stream is not a terminal."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.active = self.stream.isatty()
+        self._shown = 0
+        self._last = 0.0
+
+    def update(self, text: str) -> None:
+        now = time.monotonic()
+        if not self.active or now - self._last < 0.25:
+            return
+        self._last = now
+        width = shutil.get_terminal_size().columns - 1
+        text = text[:width]
+        self.stream.write("\r" + text.ljust(self._shown))
+        self.stream.flush()
+        self._shown = len(text)
+
+    def clear(self) -> None:
+        if self.active and self._shown:
+            self.stream.write("\r" + " " * self._shown + "\r")
+            self.stream.flush()
+            self._shown = 0
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..record.profiler import ProfileOptions, ProfileResult
+from ..record.profiler import ASYNC_MODES, SAMPLE_MODES, ProfileOptions, ProfileResult
 
 
 def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,10 +24,12 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--mode",
-        choices=("wall", "cpu"),
+        choices=SAMPLE_MODES,
         default="wall",
         help="wall: every thread at every tick, idle ones marked (default); cpu: only threads "
-        "that ran, weighted by the CPU time they used",
+        "that ran, weighted by the CPU time they used; gil: every thread at every tick, kept "
+        "only while it held the GIL; exception: kept only while it raised or handled an "
+        "exception",
     )
     p.add_argument(
         "--memory",
@@ -39,8 +41,23 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also sample child processes that run Python (fork, exec, multiprocessing)",
     )
-    p.add_argument("--max-depth", type=int, default=8192, metavar="N", help="frames kept per stack")
+    add_stack_arguments(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+
+
+def add_stack_arguments(p: argparse.ArgumentParser) -> None:
+    """How stacks are read: what `run`, `attach` and `dump` share."""
+    p.add_argument(
+        "--async",
+        dest="async_tasks",
+        choices=ASYNC_MODES,
+        default="running",
+        help="running: a thread running an asyncio task (3.11+) shows the task's name at the "
+        "root of its stack, then its coroutines, without the event loop's frames (default); "
+        "all: the same, and each tick a sample of every task waiting on the loop, where it "
+        "waits (3.14+, wall mode); off: the frames as they are",
+    )
+    p.add_argument("--max-depth", type=int, default=8192, metavar="N", help="frames kept per stack")
 
 
 def options_from(args: argparse.Namespace) -> ProfileOptions:
@@ -50,6 +67,7 @@ def options_from(args: argparse.Namespace) -> ProfileOptions:
         memory=args.memory,
         subprocesses=args.subprocesses,
         max_depth=args.max_depth,
+        async_tasks=args.async_tasks,
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import LeadlineError
 from ..record.profiler import attach
+from ._common import StatusLine
 from ._sampling import add_sampling_arguments, options_from, summarise
 
 
@@ -45,6 +46,19 @@ def run(args: argparse.Namespace) -> int:
         raise LeadlineError("cannot attach to leadline itself; use `leadline run`")
     if args.duration is not None and not (math.isfinite(args.duration) and args.duration > 0):
         raise LeadlineError("--duration must be a positive number of seconds")
-    result = attach(args.pid, args.output, options_from(args), args.duration)
+    status = StatusLine()
+    status.active = status.active and not args.quiet
+
+    def progress(ticks: int, samples: int, seconds: float) -> None:
+        left = f", {args.duration - seconds:.0f} s left" if args.duration else ""
+        status.update(
+            f"leadline: sampling {args.pid}: {samples:,} samples in {seconds:.1f} s{left} "
+            "(Ctrl-C stops)"
+        )
+
+    try:
+        result = attach(args.pid, args.output, options_from(args), args.duration, progress=progress)
+    finally:
+        status.clear()
     summarise(result, args.quiet)
     return 0

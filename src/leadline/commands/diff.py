@@ -24,7 +24,7 @@ from ..analyse.diff import (
 )
 from ..errors import LeadlineError
 from ..render.base import RenderOptions, get_renderer
-from ._common import write_rendered
+from ._common import add_open_argument, html_for_open, open_in_browser, write_rendered
 
 
 def _pct(text: str) -> float:
@@ -169,10 +169,12 @@ def add_judging_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--limit", type=int, default=None, help="rows to show (text: 25)")
     p.add_argument("-o", "--output", help="write here instead of standard output")
+    add_open_argument(p)
 
 
 def settings_of(args: argparse.Namespace, per: str | None = None) -> Settings:
     """The diff's settings from the judging options."""
+    html_for_open(args)
     if args.limit is not None and args.limit < 1:
         raise LeadlineError("--limit must be at least 1")
     return Settings(
@@ -220,6 +222,8 @@ def show(result: DiffResult, args: argparse.Namespace, html_beside: str) -> int:
     )
     if args.format == "html":
         print(f"leadline: wrote {output}")
+        if args.open:
+            open_in_browser(output)
     for warning in result.base.warnings + result.new.warnings:
         print(f"leadline: warning: {warning}", file=sys.stderr)
     if args.fail_above is not None:

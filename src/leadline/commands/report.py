@@ -7,7 +7,7 @@ from typing import Any
 
 from ..analyse.trace import SORT_KEYS
 from ..render.base import CAPTURE_KINDS, RenderOptions, formats
-from ._common import render_capture
+from ._common import add_open_argument, html_for_open, open_in_browser, render_capture
 
 
 def register(sub: Any) -> None:
@@ -58,10 +58,12 @@ def register(sub: Any) -> None:
         help="weight of each sample (default: samples in wall mode, cpu in cpu mode)",
     )
     p.add_argument("-o", "--output", help="write here instead of standard output")
+    add_open_argument(p)
     p.set_defaults(func=run, format="text")
 
 
 def run(args: argparse.Namespace) -> int:
+    html_for_open(args)
     output = args.output
     if args.format == "html" and not output:
         output = str(args.capture).removesuffix(".lead") + ".html"
@@ -80,4 +82,6 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.format == "html":
         print(f"leadline: wrote {output}")
+        if args.open:
+            open_in_browser(output)
     return status

@@ -10,7 +10,7 @@ from typing import Any
 from ..analyse.sweep import parse_env, run_sweep
 from ..errors import LeadlineError
 from ..render.base import RenderOptions, get_renderer
-from ._common import run_progress, write_rendered
+from ._common import open_in_browser, run_progress, write_rendered
 from .probe import add_probe_arguments
 
 
@@ -28,6 +28,7 @@ def register(sub: Any) -> None:
     p.add_argument("--timeout", type=float, metavar="S", help="kill a run after S seconds")
     p.add_argument("--json", action="store_true", help="print the sweep as JSON on stdout")
     p.add_argument("--html", metavar="FILE", help="write the table and a chart (self-contained)")
+    p.add_argument("--open", action="store_true", help="open the --html page in a web browser")
     p.add_argument("--png", metavar="FILE", help="write the chart as PNG (needs matplotlib)")
     p.add_argument(
         "--chart",
@@ -48,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
         raise LeadlineError("nothing to run: give the command after --")
     if args.repeat < 1:
         raise LeadlineError("--repeat must be at least 1")
+    if args.open and not args.html:
+        raise LeadlineError("--open opens the --html page: give --html FILE")
     ratio_names = [r.partition("=")[0].strip() if "=" in r else r.strip() for r in args.ratio]
     probe_names = [c.partition("=")[0].strip() for c in args.count]
     if args.chart and args.chart not in ("wall", "cpu", "peak_rss", *probe_names, *ratio_names):
@@ -65,4 +68,6 @@ def run(args: argparse.Namespace) -> int:
     for fmt, path in (("html", args.html), ("png", args.png)):
         if path:
             write_rendered(get_renderer(fmt, "sweep"), sweep, path, options)
+    if args.open:
+        open_in_browser(args.html)
     return 1 if sweep.failed else 0

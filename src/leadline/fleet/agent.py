@@ -144,6 +144,7 @@ class Agent(Profiler):
     """Samples this process continuously and pushes a profile every `interval_s`."""
 
     mode = "sample"
+    keep_sources = False  # its capture is a pipe, folded as it comes: END is never reported
 
     def __init__(self, config: AgentConfig) -> None:
         config.validate()

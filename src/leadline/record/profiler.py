@@ -13,6 +13,7 @@ import json
 import os
 import stat
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -34,21 +35,50 @@ from .recorder import (
 
 MAX_RATE = 20_000
 MAX_DEPTH = 1_000_000
+# What a sample stands for: wall (every thread at every tick), cpu (threads that ran, weighted
+# by the CPU time they used), gil (every thread at every tick, kept only while it held the GIL),
+# exception (the same, kept only while it raised or handled an exception).
+SAMPLE_MODES = ("wall", "cpu", "gil", "exception")
+# What a thread running an asyncio task shows: the task's stack, its name at the root and the
+# event loop's frames below it left out (running); the same, and each tick the stacks of the
+# tasks waiting on its loop (all: 3.14+, wall mode); or the frames as they are (off).
+ASYNC_MODES = ("running", "all", "off")
+# The first version whose tasks waiting can be read (--async all).
+ASYNC_ALL_MINOR = 14
+
+
+def async_warning(minor: int, o: ProfileOptions) -> str | None:
+    """The one line that says what --async all cannot do for this target, if anything."""
+    if o.async_tasks != "all":
+        return None
+    if minor < ASYNC_ALL_MINOR:
+        shown = "no task stacks" if minor < 11 else "running tasks only"
+        return (
+            f"leadline: warning: --async all reads waiting tasks on Python 3.{ASYNC_ALL_MINOR}+; "
+            f"3.{minor} shows {shown}"
+        )
+    if o.mode == "cpu":
+        return "leadline: warning: --async all: waiting tasks use no CPU: --mode cpu has none"
+    return None
 
 
 @dataclass(frozen=True)
 class ProfileOptions:
     rate_hz: float = 100.0
-    mode: str = "wall"  # "wall" or "cpu"
+    mode: str = "wall"  # one of SAMPLE_MODES
     memory: bool = False
     subprocesses: bool = False
     max_depth: int = 8192
+    async_tasks: str = "running"  # one of ASYNC_MODES
+    ticks: int = 0  # ticks to take, each read written as read (a snapshot); 0: until stopped
 
     def validate(self) -> None:
         if not 1 <= self.rate_hz <= MAX_RATE:
             raise LeadlineError(f"--rate must be between 1 and {MAX_RATE} Hz")
-        if self.mode not in ("wall", "cpu"):
-            raise LeadlineError("--mode must be wall or cpu")
+        if self.mode not in SAMPLE_MODES:
+            raise LeadlineError(f"--mode must be one of {', '.join(SAMPLE_MODES)}")
+        if self.async_tasks not in ASYNC_MODES:
+            raise LeadlineError(f"--async must be one of {', '.join(ASYNC_MODES)}")
         if not 1 <= self.max_depth <= MAX_DEPTH:
             raise LeadlineError(f"--max-depth must be between 1 and {MAX_DEPTH:,}")
 
@@ -82,6 +112,8 @@ def _sampler(fd: int, meta: bytes, pid: int, o: ProfileOptions) -> Any:
         memory=o.memory,
         subprocesses=o.subprocesses,
         max_depth=o.max_depth,
+        tasks={"off": 0, "running": 1, "all": 2}[o.async_tasks],
+        ticks=o.ticks,
     )
 
 
@@ -94,6 +126,8 @@ def _end_fields(counters: dict[str, Any], written: dict[str, Any]) -> dict[str, 
     }
     if counters.get("exit_t"):  # attach: when the process was found gone
         fields["exit_t"] = counters["exit_t"]
+    if counters.get("gil_reads"):
+        fields["gil_reads"] = counters["gil_reads"]
     return fields
 
 
@@ -143,6 +177,9 @@ class Profiler(Recorder):
         return asdict(self.options)
 
     def _begin(self, fd: int, meta: bytes) -> Any:
+        warning = async_warning(sys.version_info[1], self.options)
+        if warning:
+            print(warning, file=sys.stderr)
         return _sampler(fd, meta, os.getpid(), self.options)
 
     def _end_fields(self, counters: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
@@ -222,20 +259,36 @@ def attach(
     path: str | os.PathLike[str] | None,
     options: ProfileOptions,
     duration: float | None,
+    *,
+    fd: int | None = None,
+    until: threading.Event | None = None,
+    progress: Callable[[int, int, float], None] | None = None,
 ) -> ProfileResult:
-    """Sample another, running process until it exits, `duration` passes, or Ctrl-C.
+    """Sample another, running process until it exits, `duration` passes, `until` is set, or
+    Ctrl-C.  The capture goes to `path`, or into `fd` (a pipe, which attach closes in every
+    case; `path` then only names it in messages).  `progress(ticks, samples, seconds)` is
+    called as it samples, every 50 ms.
 
     A process that ends while it is sampled (however busy it was, and however starved of CPU
     the sampler) ends the capture cleanly: the samples taken until then are kept, and the
     result says when it was found gone.  Only a process that cannot be read when attach first
     looks at it is an error."""
-    options.validate()
-    info = inspect_process(pid)
+    try:
+        options.validate()
+        info = inspect_process(pid)
+    except LeadlineError:
+        if fd is not None:
+            os.close(fd)
+        raise
     if info["warning"]:
         print(f"leadline: warning: {info['warning']}", file=sys.stderr)
+    warning = async_warning(int(info["minor"]), options)
+    if warning:
+        print(warning, file=sys.stderr)
     argv = _cmdline(pid)
     out = Path(path) if path is not None else default_output(Path(argv[0]).name or "pid", "attach")
-    fd = open_capture(out)
+    if fd is None:
+        fd = open_capture(out)
     meta = capture_meta(
         "sample",
         argv,
@@ -244,6 +297,7 @@ def attach(
         implementation="cpython",
         pid=pid,
         attached=True,
+        cwd=_target_cwd(pid),
     )
     try:
         sampler = _sampler(fd, json.dumps(meta).encode(), pid, options)
@@ -257,7 +311,13 @@ def attach(
     deadline = started + duration if duration else None
     try:
         while sampler.running() and (deadline is None or time.perf_counter() < deadline):
-            time.sleep(0.05)
+            if until is not None and until.wait(0.05):
+                break
+            if until is None:
+                time.sleep(0.05)
+            if progress is not None:
+                ticks, samples = sampler.progress()
+                progress(ticks, samples, time.perf_counter() - started)
     except KeyboardInterrupt:
         pass
     counters = sampler.finish()
@@ -296,3 +356,12 @@ def _cmdline(pid: int) -> list[str]:
     except OSError:
         return [str(pid)]
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a] or [str(pid)]
+
+
+def _target_cwd(pid: int) -> str | None:
+    """The folder process `pid` runs in (None if it cannot be read: reports then show its own
+    files whole)."""
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None

@@ -28,6 +28,7 @@ from ..capture.stop import (
     describe,
 )
 from ..errors import LeadlineError
+from .sources import source_hashes
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 # The package's own folder: frames there are leadline's, not the program's.
@@ -103,8 +104,9 @@ os.register_at_fork(
 def capture_meta(
     mode: str, argv: list[str], options: dict[str, Any], **extra: Any
 ) -> dict[str, Any]:
-    """The META chunk of a capture recorded now (docs/format.md); `extra` overrides."""
-    return {
+    """The META chunk of a capture recorded now (docs/format.md); `extra` overrides (`cwd=None`:
+    the folder the program runs in is not known)."""
+    meta = {
         "format": _native.FORMAT_MAJOR,
         "mode": mode,
         "leadline_version": __version__,
@@ -119,9 +121,21 @@ def capture_meta(
         "clock": _native.CLOCK,
         "page_size": PAGE_SIZE,
         "package_dir": PACKAGE_DIR,
+        "cwd": _cwd(),
         "options": options,
         **extra,
     }
+    if meta["cwd"] is None:
+        del meta["cwd"]
+    return meta
+
+
+def _cwd() -> str | None:
+    """This process's working folder (reports show the program's files relative to it)."""
+    try:
+        return os.getcwd()
+    except OSError:  # removed since
+        return None
 
 
 def open_capture(path: Path) -> int:
@@ -242,6 +256,8 @@ class Recorder:
     # Say on stderr when recording stopped early (a caller that handles a capture cut short
     # itself, the pytest plugin's work record, turns it off).
     warn: bool = True
+    # END keeps a hash of each source file (record/sources.py), for reports that show source
+    keep_sources: bool = True
 
     def __init__(self, path: str | os.PathLike[str] | None, argv: list[str] | None) -> None:
         self.argv = list(sys.argv if argv is None else argv)
@@ -249,6 +265,7 @@ class Recorder:
             Path(path) if path is not None else default_output(self.argv[0] or "python", self.mode)
         )
         self._native: Any = None
+        self._main_file: str | None = None
         self._started = 0.0
         self._thread_names: dict[str, str] = {}
         self._thread_tids: dict[str, str] = {}
@@ -295,6 +312,10 @@ class Recorder:
             raise LeadlineError(f"this {self.mode} is already running")
         fd = self._open_output()
         self.max_bytes, self._limit_from = self._size_limit(fd)
+        # The program's file, while __main__ still names it (a script's loses __file__ once it
+        # has run, as python's does): its hash goes to END with the modules'.
+        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+        self._main_file = main_file if isinstance(main_file, str) else None
         meta = capture_meta(self.mode, self.argv, self._options())
         self._t_start = meta["t_start"]
         self._thread_names = thread_names()  # before the hooks, so that it is not traced
@@ -348,12 +369,19 @@ class Recorder:
         counters = self._native.finish()
         names = {**self._thread_names, **thread_names()}
         tids = {**self._thread_tids, **thread_tids()}
+        main = [self._main_file] if self._main_file else []
+        sources = source_hashes(main) if self.keep_sources else {}
 
         def make_end(written: dict[str, Any]) -> bytes:
             # Called again if END had to take the place of the last chunk (a full disk).
             stop = early_stop(written, self._limit_from)
             fields = self._end_fields(counters, written)
-            return capture_end(counters, written, stop, **fields, threads=names, thread_tids=tids)
+            # A capture cut short (a size limit, a failed write) must fit END where the last
+            # chunk was: the hashes, tens of KiB for a large program, are left out.
+            kept = sources if stop is None and not written["write_error"] else {}
+            return capture_end(
+                counters, written, stop, **fields, threads=names, thread_tids=tids, sources=kept
+            )
 
         written = self._native.close(make_end)
         stop = early_stop(written, self._limit_from)

@@ -63,6 +63,8 @@ KINDS: dict[str, Kind] = {
         Kind("diff", "a diff (leadline diff)"),
         Kind("sweep", "a sweep (leadline sweep)"),
         Kind("overhead", "a cost table (leadline overhead)"),
+        Kind("dump", "a snapshot of a process's threads (leadline dump)"),
+        Kind("top", "a live view of a process's hottest functions (leadline top)"),
     )
 }
 # What a capture of each kind is read into before it is rendered.

@@ -9,7 +9,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..analyse.diff import DETECT_SHARE, WHOLE_SIGMA, Change, DiffResult, Side, culprit_text
+from ..analyse.diff import (
+    DETECT_SHARE,
+    MIN_RUNS,
+    WHOLE_FLOOR,
+    WHOLE_SIGMA,
+    Change,
+    DiffResult,
+    Side,
+    culprit_text,
+)
 from .base import Renderer, RenderOptions, register
 from .console import make_console
 from .units import fmt_ns
@@ -111,6 +120,13 @@ def whole_line(r: DiffResult) -> str | None:
         else f"within noise ({WHOLE_SIGMA:g} sigma of {fmt_ns(w.noise * 1e9)})"
     )
     how = "; compared per run below" if r.by_run else ""
+    runs = min(r.base.n_runs, r.new.n_runs)
+    if runs < MIN_RUNS:
+        # The noise is assumed, not measured: a busy host varies more than that at times.
+        how += (
+            f" (assuming runs of one command vary by {100 * WHOLE_FLOOR:g}%;"
+            f" {MIN_RUNS} runs a side measure it)"
+        )
     return (
         f"Whole program: {fmt_ns(w.base * 1e9)} -> {fmt_ns(w.new * 1e9)} per run "
         f"({fmt_ratio(w)}), {verdict}{how}"

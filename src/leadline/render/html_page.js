@@ -260,6 +260,7 @@ var LL = (function () {
       var row = keyed[i].r;
       var tr = el('tr', spec.selected(row) ? 'll-selected' : '');
       tr.dataset.name = spec.name(row);
+      tr.dataset.row = String(row);
       for (var k = 0; k < spec.columns.length; k++) {
         var c = spec.columns[k];
         var cell = spec.cell(row, c);

@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ..analyse.marks import mark_events
 from ..capture.reader import MARK, Definitions
 from .units import fmt_ns
 
@@ -37,8 +38,8 @@ class MarkRow:
 def mark_rows(cap: Definitions) -> list[MarkRow]:
     """One row per mark name (spans: per span name), most frequent first."""
     rows: dict[tuple[str, bool], MarkRow] = {}
-    open_spans: dict[tuple[int, str], list[int]] = {}
-    for m in cap.marks:
+    for event in mark_events(cap.marks):
+        m = event.first
         key = (m.name, m.kind != MARK["MARK"])
         row = rows.get(key)
         if row is None:
@@ -46,13 +47,9 @@ def mark_rows(cap: Definitions) -> list[MarkRow]:
         row.threads.add(cap.tid_name(m.tid))
         if m.kind == MARK["MARK"]:
             row.count += 1
-        elif m.kind == MARK["BEGIN"]:
-            open_spans.setdefault((m.tid, m.name), []).append(m.t)
-        else:
-            starts = open_spans.get((m.tid, m.name))
-            if starts:
-                row.count += 1
-                row.span_ns.append(int((m.t - starts.pop()) * cap.tick_ns))
+        elif event.end is not None:  # a span ended: a span never ended or never begun is not
+            row.count += 1  # counted
+            row.span_ns.append(int((event.end.t - m.t) * cap.tick_ns))
     return sorted(rows.values(), key=lambda r: (-r.count, r.first_ns))
 
 

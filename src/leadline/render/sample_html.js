@@ -54,6 +54,40 @@
 
   /* ---------- the prefix tree of stacks, and the call tree drawn ---------- */
 
+  /* Which tnodes (parents before children: parent[t] < t, or -1) are the outermost of their key
+   * (0 to nKeys - 1; a negative key is none) on their stack: a depth-first walk that counts the
+   * keys on the current path.  A function's, or a line's, total counts it once however deep a
+   * recursion repeats it. */
+  function outermost(parent, key, nKeys) {
+    var T = parent.length;
+    var outer = new Uint8Array(T);
+    var t;
+    var childCount = new Int32Array(T + 1);
+    for (t = 0; t < T; t++) childCount[parent[t] + 1]++;
+    var start = new Int32Array(T + 2);
+    for (t = 0; t <= T; t++) start[t + 1] = start[t] + childCount[t];
+    var fill = start.slice(0, T + 1);
+    var kids = new Int32Array(T);
+    for (t = 0; t < T; t++) kids[fill[parent[t] + 1]++] = t;
+    var onPath = new Int32Array(nKeys);
+    var todo = [];
+    for (var r = start[0]; r < start[1]; r++) todo.push(kids[r]);
+    while (todo.length) {
+      var x = todo.pop();
+      if (x < 0) {
+        if (key[-x - 1] >= 0) onPath[key[-x - 1]]--;
+        continue;
+      }
+      if (key[x] >= 0) {
+        outer[x] = onPath[key[x]] === 0 ? 1 : 0;
+        onPath[key[x]]++;
+      }
+      todo.push(-x - 1);
+      for (var k = start[x + 1]; k < start[x + 2]; k++) todo.push(kids[k]);
+    }
+    return outer;
+  }
+
   var tree = (function build() {
     var nodes = obj(data.nodes);
     var rawParent = arr(nodes.parent);
@@ -116,26 +150,8 @@
     var F = fnName.length;
 
     // Which tnodes are a function's outermost frame on their stack (recursion counted once in
-    // a function's total): a depth-first walk that counts the functions on the current path.
-    var outer = new Uint8Array(T);
-    var childCount = new Int32Array(T + 1);
-    for (t = 0; t < T; t++) childCount[tParent[t] + 1]++;
-    var start = new Int32Array(T + 2);
-    for (t = 0; t <= T; t++) start[t + 1] = start[t] + childCount[t];
-    var fill = start.slice(0, T + 1);
-    var kids = new Int32Array(T);
-    for (t = 0; t < T; t++) kids[fill[tParent[t] + 1]++] = t;
-    var onPath = new Int32Array(F);
-    var todo = [];
-    for (var r = start[0]; r < start[1]; r++) todo.push(kids[r]);
-    while (todo.length) {
-      var x = todo.pop();
-      if (x < 0) { onPath[tFunc[-x - 1]]--; continue; }
-      outer[x] = onPath[tFunc[x]] === 0 ? 1 : 0;
-      onPath[tFunc[x]]++;
-      todo.push(-x - 1);
-      for (var k = start[x + 1]; k < start[x + 2]; k++) todo.push(kids[k]);
-    }
+    // a function's total).
+    var outer = outermost(tParent, tFunc, F);
 
     var order = new Int32Array(count);
     for (i = 0; i < count; i++) order[i] = i; /* parents are created before children */
@@ -145,6 +161,43 @@
       order: order, firstT: firstT, nextOfNode: nextOfNode,
       T: T, tParent: tParent, tFunc: tFunc, tLine: tLine, tNode: tNode, outer: outer
     };
+  })();
+
+  /* ---------- source files: each (file, line) of a file whose source the page has ---------- */
+
+  var sources = [];
+  var sourceOf = new Map(); /* file -> index into sources */
+  arr(data.sources).forEach(function (row) {
+    row = arr(row);
+    var file = str(row[0]);
+    if (sourceOf.has(file)) return;
+    sourceOf.set(file, sources.length);
+    sources.push({ file: file, state: str(row[1]), lines: Array.isArray(row[2]) ? row[2] : null, note: str(row[3]) });
+  });
+  var lineKeys = (function () {
+    /* key[t]: an index per distinct (source, line) of tnode t, -1 when its file has no source;
+     * outer[t]: the outermost tnode of its key on its stack (a line's total counts once). */
+    var T = tree.T;
+    var key = new Int32Array(T).fill(-1);
+    var ids = new Map();
+    var fileOf = [];
+    var line = [];
+    var t;
+    for (t = 0; t < T; t++) {
+      var s = sourceOf.get(fnFile[tree.tFunc[t]]);
+      if (s === undefined || !(tree.tLine[t] > 0)) continue;
+      var k = s + ':' + tree.tLine[t];
+      var id = ids.get(k);
+      if (id === undefined) {
+        id = fileOf.length;
+        ids.set(k, id);
+        fileOf.push(s);
+        line.push(tree.tLine[t]);
+      }
+      key[t] = id;
+    }
+    var outer = outermost(tree.tParent, key, fileOf.length);
+    return { key: key, outer: outer, file: fileOf, line: line, count: fileOf.length };
   })();
 
   /* ---------- stacks and threads ---------- */
@@ -247,8 +300,18 @@
       if (tree.outer[t]) totalByFunc[tree.tFunc[t]] += tw[t];
     }
     var kids = LL.heaviestChildren(tree, w);
+    var lineSelf = new Float64Array(lineKeys.count);
+    var lineTotal = new Float64Array(lineKeys.count);
+    for (i = 0; i < stacks.count; i++) {
+      if (state.thread !== null && stacks.thread[i] !== state.thread) continue;
+      var leafT = stacks.node[i];
+      var lv = stackWeight(i);
+      if (lv > 0 && leafT >= 0 && leafT < T && lineKeys.key[leafT] >= 0) lineSelf[lineKeys.key[leafT]] += lv;
+    }
+    for (t = 0; t < T; t++) if (lineKeys.outer[t]) lineTotal[lineKeys.key[t]] += tw[t];
     var view = {
-      w: w, kids: kids, total: w[0], tw: tw, selfByFunc: selfByFunc, totalByFunc: totalByFunc
+      w: w, kids: kids, total: w[0], tw: tw, selfByFunc: selfByFunc, totalByFunc: totalByFunc,
+      lineSelf: lineSelf, lineTotal: lineTotal
     };
     viewCache = { key: key, view: view };
     return view;
@@ -270,8 +333,12 @@
     return matchCache.flags[fid] === 1;
   }
 
-  function where(fid) {
+  /* Each file's short name, where the report gives one (analyse/paths.py): the table shows it,
+   * its cell's hover and the flame graph's tooltip the whole name. */
+  var shownFiles = obj(data.shown_files);
+  function where(fid, short) {
     var file = fnFile[fid] || '<unknown file>';
+    if (short && Object.prototype.hasOwnProperty.call(shownFiles, file)) file = str(shownFiles[file]);
     return fnDef[fid] > 0 ? file + ':' + fnDef[fid] : file;
   }
 
@@ -279,9 +346,18 @@
     return /[\\/](site|dist)-packages[\\/]|[\\/]lib[\\/]python\d|^<frozen /.test(file);
   }
 
+  /* The garbage collector's frame (the sampler's <GC>, a C function of module gc). */
+  function isGc(fid) { return fnName[fid] === '<GC>' && fnFile[fid] === 'gc'; }
+
+  /* An asyncio task at the root of its stack (the sampler's task function: file asyncio, no
+   * first line). */
+  function isTask(fid) { return fnFile[fid] === 'asyncio' && fnDef[fid] === 0; }
+
   function frameColor(n) {
     if (n === 0) return '#cfd5dd';
     var fid = tree.funcOf[n];
+    if (isGc(fid)) return GC_COLOR;
+    if (isTask(fid)) return TASK_COLOR;
     return LL.frameColor(fnName[fid] + '\u0000' + fnFile[fid], isLibrary(fnFile[fid]));
   }
 
@@ -316,7 +392,71 @@
     }
     var lines = hotLines(n, view);
     if (lines) extra.push({ text: lines, cls: 'll-tip-sub' });
-    return { sub: [where(tree.funcOf[n])], extra: extra };
+    var sub = isGc(tree.funcOf[n]) ? 'garbage collection, started by the frames below' : where(tree.funcOf[n]);
+    return { sub: [sub], extra: extra };
+  }
+
+  /* ---------- threads over time ---------- */
+
+  var GC_COLOR = '#8e7cc3';
+  var TASK_COLOR = '#6fa8dc';
+  var LANE_COLORS = { held: '#2e7d32', wait: '#c62828', running: '#90a4ae', idle: '#e3e7eb', unknown: '#ffffff' };
+  var LANE_LABELS = { held: 'holding the GIL', wait: 'waiting for it', running: 'running without it', idle: 'idle', unknown: 'not known' };
+  var laneCount = 0;
+
+  function renderLanes() {
+    var lanes = obj(data.lanes);
+    var rows = arr(lanes.threads);
+    var panel = byId('ll-lanes-panel');
+    panel.hidden = rows.length === 0;
+    if (!rows.length) return;
+    var states = arr(lanes.states).map(str);
+    var bins = Math.max(1, Math.floor(num(lanes.bins)));
+    var k = states.length;
+    var gil = obj(data.gil);
+    var host = byId('ll-lanes');
+    LL.clear(host);
+    rows.forEach(function (row) {
+      row = arr(row);
+      var serial = num(row[0]);
+      var counts = arr(row[1]);
+      var th = threadBySerial.get(serial) || { serial: serial, name: '', tid: 0 };
+      var g = obj(gil[String(serial)]);
+      var text = threadLabel(th);
+      if (g.held_pct !== undefined) {
+        text += ': ' + Math.round(num(g.held_pct)) + '% holding the GIL, ' +
+          Math.round(num(g.wait_pct)) + '% waiting for it';
+      }
+      var lane = LL.el('div', 'll-lane');
+      lane.setAttribute('data-serial', String(serial));
+      lane.appendChild(LL.el('div', 'll-lane-label', text));
+      var svg = LL.svgEl('svg', { viewBox: '0 0 ' + bins + ' 1', preserveAspectRatio: 'none', 'class': 'll-lane-bar' });
+      for (var b = 0; b < bins; b++) {
+        var total = 0;
+        for (var s = 0; s < k; s++) total += num(counts[b * k + s]);
+        if (!total) continue;
+        var y = 0;
+        for (s = 0; s < k; s++) {
+          var c = num(counts[b * k + s]);
+          if (!c) continue;
+          svg.appendChild(LL.svgEl('rect', {
+            x: b, y: y, width: 1, height: c / total, fill: LANE_COLORS[states[s]] || '#ffffff', 'data-state': states[s]
+          }));
+          y += c / total;
+        }
+      }
+      lane.appendChild(svg);
+      host.appendChild(lane);
+      laneCount++;
+    });
+    var legend = byId('ll-lanes-legend');
+    LL.clear(legend);
+    states.forEach(function (name) {
+      if (name === 'unknown') return;
+      var key = LL.el('span', 'll-lane-key', LANE_LABELS[name] || name);
+      key.setAttribute('data-state', name);
+      legend.appendChild(key);
+    });
   }
 
   var nodes = LL.numberedNodes(tree);
@@ -326,13 +466,19 @@
     real: nodes.real,
     matches: function (n, q) { return funcMatches(tree.funcOf[n], q); },
     color: frameColor,
+    frameClass: function (n) {
+      if (n === 0) return '';
+      return isGc(tree.funcOf[n]) ? ' ll-gc-frame' : isTask(tree.funcOf[n]) ? ' ll-task-frame' : '';
+    },
     key: nodes.key,
     find: nodes.find,
     describe: describe,
     emptyText: 'No samples were recorded for this selection.',
     changed: function (what) {
+      var moved = what === 'zoom' && flame.zoom > 0 && showFunction(tree.funcOf[flame.zoom]);
+      if (moved) source.chosen = false; /* the zoom is in the URL; the source follows it */
       writeHash();
-      refresh({ table: what === 'search' });
+      refresh({ table: what === 'search', source: moved });
     }
   });
 
@@ -347,8 +493,13 @@
     if (typeof argv === 'string') argv = [argv];
     LL.showArgv(argv, 'profile');
     var fact = LL.facts();
-    fact('Mode', cpuMode ? 'CPU' : 'wall clock', cpuMode ?
-      'Threads were sampled while they ran on a CPU' : 'Every thread was sampled at every tick, idle or not');
+    var MODES = {
+      cpu: ['CPU', 'Threads were sampled while they ran on a CPU'],
+      gil: ['GIL held', 'Only the samples taken while the thread held the GIL'],
+      exception: ['exception', 'Only the samples taken while the thread raised or handled an exception']
+    };
+    var mode = MODES[str(prof.mode)] || ['wall clock', 'Every thread was sampled at every tick, idle or not'];
+    fact('Mode', mode[0], mode[1]);
     fact('Rate', rate > 0 ? fmtRate(rate) : '?');
     fact('Duration', fmtNs(prof.duration_ns));
     fact('Samples', fmtCount(prof.samples), fmtCount(prof.ticks) + ' ticks');
@@ -385,7 +536,7 @@
 
   function cellValue(row, key) {
     if (key === 'name') return fnName[row];
-    if (key === 'file') return where(row);
+    if (key === 'file') return where(row, true);
     var view = currentView();
     return key === 'self' || key === 'self_pct' ? view.selfByFunc[row] : view.totalByFunc[row];
   }
@@ -408,12 +559,126 @@
       cell: function (row, c) {
         var v = cellValue(row, c.key);
         if (c.key === 'name') return { text: v, cls: 'll-name', title: v };
-        if (c.key === 'file') return { text: v, cls: 'll-file', title: v };
+        if (c.key === 'file') return { text: v, cls: 'll-file', title: where(row) };
         if (/_pct$/.test(c.key)) return { text: fmtPct(v, view.total) };
         return { text: m.fmt(v) };
       }
     });
     tableInfo = { rows: shown, functions: rows.length };
+  }
+
+  /* ---------- the source view ---------- */
+
+  var source = { file: -1, line: 0, rows: 0, chosen: false }; /* chosen: by the user (in the URL) */
+  var SOURCE_NOTES = {
+    changed: 'This file changed since it was recorded: its lines now may not be the lines that ran.',
+    unknown: 'The capture has no record of this file (attach, or a capture before format 1.4): ' +
+      'it is shown as it is now.'
+  };
+
+  /* The file of function f, at its hottest line in the current view (or its first line): the
+   * line under which it spent the most (its total there, callees included), then its own time
+   * there.  By its own time first, a function that works through its callees (a <module>) opened
+   * at a line it ran once, by one sample's chance, not at the call that took its time. */
+  function showFunction(f) {
+    var s = sourceOf.get(fnFile[f]);
+    if (s === undefined) return false;
+    var view = currentView();
+    var best = fnDef[f] || 1;
+    var bestSelf = -1;
+    var bestTotal = -1;
+    for (var t = 0; t < tree.T; t++) {
+      if (tree.tFunc[t] !== f || lineKeys.key[t] < 0) continue;
+      var k = lineKeys.key[t];
+      var ls = view.lineSelf[k];
+      var lt = view.lineTotal[k];
+      if (lt > bestTotal || (lt === bestTotal && ls > bestSelf)) {
+        bestSelf = ls;
+        bestTotal = lt;
+        best = lineKeys.line[k];
+      }
+    }
+    source.file = s;
+    source.line = best;
+    source.chosen = true;
+    return true;
+  }
+
+  function heat(v, max) {
+    if (!(v > 0) || !(max > 0)) return '';
+    var a = 0.12 + 0.68 * Math.min(v / max, 1);
+    return 'rgba(230, 81, 0, ' + a.toFixed(3) + ')';
+  }
+
+  function renderSource() {
+    var panel = byId('ll-source-panel');
+    panel.hidden = sources.length === 0;
+    if (!sources.length) return;
+    if (source.file < 0 || source.file >= sources.length) {
+      /* At first, the function with the most self weight whose file the page has. */
+      var first = currentView();
+      var hottest = -1;
+      for (var f = 0; f < fnName.length; f++) {
+        if (first.selfByFunc[f] > 0 && sourceOf.has(fnFile[f]) &&
+            (hottest < 0 || first.selfByFunc[f] > first.selfByFunc[hottest])) hottest = f;
+      }
+      if (hottest < 0 || !showFunction(hottest)) { source.file = 0; source.line = 0; }
+      source.chosen = false; /* the page's own choice: not written to the URL */
+    }
+    var entry = sources[source.file];
+    byId('ll-source-file').value = String(source.file);
+    var warning = byId('ll-source-warning');
+    var note = entry.lines === null ? 'The source is not available: ' + entry.note + '.' : SOURCE_NOTES[entry.state] || '';
+    warning.hidden = !note;
+    warning.textContent = note;
+    warning.dataset.state = entry.lines === null ? 'missing' : entry.state;
+    var view = currentView();
+    var self = new Map();
+    var total = new Map();
+    for (var k = 0; k < lineKeys.count; k++) {
+      if (lineKeys.file[k] !== source.file) continue;
+      self.set(lineKeys.line[k], view.lineSelf[k]);
+      total.set(lineKeys.line[k], view.lineTotal[k]);
+    }
+    var maxSelf = 0;
+    var maxTotal = 0;
+    self.forEach(function (v) { if (v > maxSelf) maxSelf = v; });
+    total.forEach(function (v) { if (v > maxTotal) maxTotal = v; });
+    var table = byId('ll-source');
+    while (table.firstChild) table.removeChild(table.firstChild);
+    var lines = entry.lines || [];
+    var count = Math.max(lines.length, 0);
+    total.forEach(function (v, line) { if (line > count) count = line; });
+    var body = document.createElement('tbody');
+    var target = null;
+    for (var n = 1; n <= count; n++) {
+      var tr = document.createElement('tr');
+      tr.dataset.line = String(n);
+      var sv = self.get(n) || 0;
+      var tv = total.get(n) || 0;
+      var cells = [
+        [String(n), 'll-num', ''],
+        [sv > 0 ? fmtPct(sv, view.total) : '', 'll-num ll-self', heat(sv, maxSelf)],
+        [tv > 0 ? fmtPct(tv, view.total) : '', 'll-num ll-total', heat(tv, maxTotal)],
+        [n <= lines.length ? str(lines[n - 1]) : '', 'll-code', '']
+      ];
+      cells.forEach(function (c) {
+        var td = document.createElement('td');
+        td.className = c[1];
+        td.textContent = c[0];
+        if (c[2]) td.style.background = c[2];
+        tr.appendChild(td);
+      });
+      if (n === source.line) { tr.className = 'll-target'; target = tr; }
+      body.appendChild(tr);
+    }
+    table.appendChild(body);
+    source.rows = count;
+    byId('ll-source-note').textContent = entry.file;
+    if (target) {
+      var wrap = byId('ll-source-wrap');
+      wrap.scrollTop = Math.max(target.offsetTop - wrap.clientHeight / 2, 0);
+    }
   }
 
   /* ---------- state, the URL hash, and controls ---------- */
@@ -423,6 +688,7 @@
     if (state.metric !== 'samples') parts.push('metric=' + state.metric);
     if (state.thread !== null) parts.push('thread=' + state.thread);
     if (!state.idle) parts.push('idle=0');
+    if (source.chosen) parts.push('source=' + source.file + ':' + source.line);
     LL.writeHash(parts.concat(LL.sortToHash(table)));
   }
 
@@ -434,6 +700,10 @@
     state.idle = h.idle !== '0';
     flame.fromHash(h);
     LL.sortFromHash(table, h.sort, TABLE_COLUMNS);
+    var at = /^(\d+):(\d+)$/.exec(str(h.source));
+    source.file = at && Number(at[1]) < sources.length ? Number(at[1]) : -1;
+    source.line = at ? Number(at[2]) : 0;
+    source.chosen = !!at;
   }
 
   function writeState() {
@@ -445,6 +715,10 @@
     s.setAttribute('data-table-rows', String(tableInfo.rows));
     s.setAttribute('data-table-functions', String(tableInfo.functions));
     s.setAttribute('data-table-sort', (table.key || 'total') + (table.desc ? '' : '-asc'));
+    s.setAttribute('data-lanes', String(laneCount));
+    s.setAttribute('data-source-file', sources.length ? sources[source.file].file : '');
+    s.setAttribute('data-source-line', String(source.line));
+    s.setAttribute('data-source-rows', String(source.rows));
     s.setAttribute('data-ready', '1');
   }
 
@@ -463,6 +737,7 @@
   function refresh(parts) {
     if (parts.flame) { LL.keepZoomVisible(flame, currentView().w, tree.parentOf); flame.update(); }
     if (parts.table) guard('table', renderTable);
+    if (parts.table || parts.source) guard('source', renderSource);
     guard('state', writeState);
   }
 
@@ -493,6 +768,21 @@
       state.idle = idle.checked;
       viewChanged();
     });
+    var file = byId('ll-source-file');
+    LL.fillSelect(file, sources.map(function (one, i) { return [i, one.file]; }));
+    file.addEventListener('change', function () {
+      source.file = Number(file.value);
+      source.line = 0;
+      source.chosen = true;
+      writeHash();
+      refresh({ source: true });
+    });
+    byId('ll-table').addEventListener('click', function (e) {
+      var tr = e.target && e.target.closest ? e.target.closest('tr[data-row]') : null;
+      if (!tr || !showFunction(Number(tr.dataset.row))) return;
+      writeHash();
+      refresh({ source: true });
+    });
     LL.wireFlamePage({
       table: table, columns: TABLE_COLUMNS, defaultKey: 'total', flame: flame,
       writeHash: writeHash, applyHash: applyHash, syncControls: syncControls, refresh: refresh
@@ -500,6 +790,7 @@
   }
 
   guard('header', renderHeader);
+  guard('lanes', renderLanes);
   wire();
   applyHash();
   syncControls();

@@ -18,7 +18,10 @@ import math
 from typing import Any
 
 from ..analyse.model import SampleProfile
+from ..analyse.paths import PathNamer, base_of
+from ..analyse.samples import LANE_BINS, LANE_STATES, gil_by_thread
 from .html_page import flame_panel, header, render_page, table_panel
+from .sources import read_sources
 
 __all__ = ["render_sample_html"]
 
@@ -36,7 +39,28 @@ _BODY = (
         "unless one is selected. Click a frame to zoom in, click it again, a breadcrumb, "
         "Reset or Escape to zoom out.",
     )
+    + """<section class="ll-panel" id="ll-lanes-panel" hidden>
+<div class="ll-panel-head"><h2>Threads over time</h2><span class="ll-grow"></span>
+<span id="ll-lanes-legend" class="ll-note"></span></div>
+<div class="ll-panel-body"><div id="ll-lanes"></div>
+<div class="ll-note">Each thread's reads in equal spans of the run, by what it was doing with the
+GIL: holding it, waiting for it, running without it (C code that let it go, or waiting for a
+CPU), idle. The busiest threads are shown.</div></div>
+</section>
+"""
     + table_panel("Top functions")
+    + """<section class="ll-panel" id="ll-source-panel" hidden>
+<div class="ll-panel-head"><h2>Source</h2>
+<label class="ll-control">File <select id="ll-source-file"></select></label>
+<span class="ll-grow"></span><span id="ll-source-note" class="ll-note"></span></div>
+<div class="ll-panel-body"><div id="ll-source-warning" role="alert" hidden></div>
+<div id="ll-source-wrap"><table id="ll-source"></table></div>
+<div class="ll-note">Each line's self share (the line running at the top of the stack) and total
+share (the line anywhere on the stack, counted once) of the selected weight and thread; the
+darker, the hotter. Click a row of the table or zoom into a frame to see its function's lines.
+The files are read when the report is made.</div></div>
+</section>
+"""
 )
 
 
@@ -90,10 +114,38 @@ def _document(profile: SampleProfile) -> dict[str, Any]:
             "stopped_early": profile.stopped_early,
         },
         "frames": [[f.name, f.file, f.line, f.func_line] for f in profile.frames],
+        "shown_files": _shown_files(profile),
         "threads": [[t.serial, t.pid, t.tid, t.name] for t in threads],
         "nodes": {"parent": node_parent, "frame": node_frame},
         "stacks": columns,
+        "lanes": {
+            "bins": LANE_BINS,
+            "states": list(LANE_STATES),
+            "threads": [[serial, counts] for serial, counts in sorted(profile.lanes.items())],
+        },
+        "gil": {str(serial): g.as_dict() for serial, g in gil_by_thread(profile).items()},
+        "sources": _sources(profile),
     }
+
+
+def _shown_files(profile: SampleProfile) -> dict[str, str]:
+    """Each file's short name, where it has one (the page shows the whole name on hover)."""
+    shown = PathNamer(base_of(profile.meta))
+    return {f.file: s for f in profile.frames if (s := shown(f.file)) != f.file}
+
+
+def _sources(profile: SampleProfile) -> list[list[object]]:
+    """The files of the profile's functions, heaviest first, with their lines now and whether
+    they are the lines that ran (render/sources.py)."""
+    weight = dict.fromkeys((f.file for f in profile.frames), 0)
+    n = len(profile.frames)
+    for stack in profile.stacks:  # by the samples whose innermost frame is in the file
+        leaf = stack.frames[-1] if len(stack.frames) else -1
+        if 0 <= leaf < n:
+            weight[profile.frames[leaf].file] += stack.samples
+    end = profile.capture.end if profile.capture is not None else None
+    recorded = (end or {}).get("sources") or {}
+    return read_sources(sorted(weight, key=lambda f: (-weight[f], f)), recorded)
 
 
 def render_sample_html(profile: SampleProfile) -> str:

@@ -9,11 +9,13 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analyse.model import Metric, SampleProfile
+from ..analyse.paths import PathNamer, base_of
 from ..analyse.samples import (
     TreeNode,
     call_tree,
     default_metric,
     function_rows,
+    gil_lines,
     match_function,
     selected,
 )
@@ -64,17 +66,20 @@ def header_lines(p: SampleProfile, metric: Metric, idle: bool) -> list[str]:
         )
     if not p.complete:
         lines.append("warning: incomplete capture (not stopped cleanly); showing what was readable")
+    lines += [f"GIL: {line}" for line in gil_lines(p)]
     return lines
 
 
-def _tree_lines(node: TreeNode, total: int, metric: Metric, depth: int, out: list[str]) -> None:
+def _tree_lines(
+    node: TreeNode, total: int, metric: Metric, depth: int, out: list[str], shown: PathNamer
+) -> None:
     for child in node.sorted_children():
         out.append(
             f"{fmt_weight(child.weight, metric):>10} {pct(child.weight, total):>8}  "
-            f"{'  ' * depth}{child.name} ({child.file}:{child.line})"
+            f"{'  ' * depth}{child.name} ({shown(child.file)}:{child.line})"
         )
         if depth < 64:
-            _tree_lines(child, total, metric, depth + 1, out)
+            _tree_lines(child, total, metric, depth + 1, out, shown)
 
 
 def render_sample_text(p: SampleProfile, console: Console, options: RenderOptions) -> None:
@@ -83,6 +88,7 @@ def render_sample_text(p: SampleProfile, console: Console, options: RenderOption
         raise LeadlineError("this capture has no memory samples (record with --memory)")
     weighted = selected(p, options.idle, metric)
     total = sum(w for _, w in weighted)
+    shown = PathNamer(base_of(p.meta))
     for line in header_lines(p, metric, options.idle):
         console.print(line, markup=False)
     console.print()
@@ -99,7 +105,7 @@ def render_sample_text(p: SampleProfile, console: Console, options: RenderOption
             markup=False,
         )
         lines: list[str] = []
-        _tree_lines(tree, total, metric, 0, lines)
+        _tree_lines(tree, total, metric, 0, lines, shown)
         for line in lines:
             console.print(line, markup=False, highlight=False)
         console.print()
@@ -115,7 +121,7 @@ def render_sample_text(p: SampleProfile, console: Console, options: RenderOption
             pct(r.total, total),
             fmt_weight(r.self, metric),
             pct(r.self, total),
-            f"{r.name} ({r.file}:{r.line})",
+            f"{r.name} ({shown(r.file)}:{r.line})",
         )
     console.print(table)
 

@@ -6,6 +6,7 @@ from typing import IO
 
 from rich.table import Table
 
+from ..analyse.paths import PathNamer, base_of
 from ..analyse.trace import TraceProfile
 from .base import Renderer, RenderOptions, register
 from .console import make_console
@@ -63,6 +64,7 @@ class TraceText(Renderer[TraceProfile]):
             table.add_column(col, justify="right", no_wrap=True)
         table.add_column("Function", overflow="fold")
         funcs = p.sorted_functions(options.sort)[: options.limit or 25]
+        shown = PathNamer(base_of(p.capture.meta))
         for f in funcs:
             table.add_row(
                 f"{f.calls:,}",
@@ -72,7 +74,7 @@ class TraceText(Renderer[TraceProfile]):
                 fmt_bytes(f.self_rss, signed=True),
                 fmt_bytes(f.incl_heap),
                 fmt_bytes(f.peak_growth),
-                f"{f.func.label}  {f.func.location}",
+                f"{f.func.label}  {f.func.located(shown)}",
             )
         console.print()
         console.print(table)

@@ -284,6 +284,11 @@
       }
     }
     var movers = arr(data.movers).map(obj);
+    /* Only the calls that matter (analyse/trace.py notable_movers), when the document says
+     * which: the 20 biggest nest around each other and shaded the whole chart. */
+    if (movers.some(function (m) { return typeof m.notable === 'boolean'; })) {
+      movers = movers.filter(function (m) { return m.notable === true; });
+    }
     timelineInfo = { points: points.length, movers: movers.length, labels: [], marks: 0 };
     if (!points.length) {
       host.appendChild(el('div', 'll-empty', 'No RSS samples were recorded.'));

@@ -1,0 +1,60 @@
+"""`leadline dump PID`: every thread's current Python stack, once, from outside the process.
+
+The sampler takes one tick of the process, writing each thread's read as it was read, and the
+stacks are printed from that capture; the process is never stopped and its GIL never taken, so
+this works on a program that is blocked in C, holds the GIL forever, or is deadlocked."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import LeadlineError
+from ..record.profiler import ProfileOptions, attach
+from ._sampling import add_stack_arguments
+from .attach import _pid
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "dump",
+        help="print every thread's current Python stack of a running process",
+        description="Read the Python stacks of all threads of a running process once and print "
+        "them, innermost frame first, with each thread's name and state (running or idle, "
+        "holding or waiting for the GIL).  Never stops the process; needs ptrace permission "
+        "over it.",
+    )
+    p.add_argument("pid", type=_pid, help="the process id")
+    p.add_argument("--json", action="store_true", help="print JSON (docs/dump.md)")
+    p.add_argument("-o", "--output", help="also keep the one-tick capture in this file")
+    add_stack_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..analyse.dump import snapshot
+    from ..capture.reader import Capture
+    from ..render.base import RenderOptions, get_renderer
+    from ._common import write_rendered
+
+    if args.pid == os.getpid():
+        raise LeadlineError("cannot dump leadline itself")
+    renderer = get_renderer("json" if args.json else "text", "dump")
+    options = ProfileOptions(
+        rate_hz=1000.0, max_depth=args.max_depth, async_tasks=args.async_tasks, ticks=1
+    )
+    with tempfile.TemporaryDirectory(prefix="leadline-dump-") as tmp:
+        path = Path(args.output) if args.output else Path(tmp) / "dump.lead"
+        result = attach(args.pid, path, options, duration=5.0)
+        if result.write_error is not None:
+            raise LeadlineError(f"cannot write {path}: {result.write_error}")
+        with Capture(path) as cap:
+            if not cap.end or not cap.end.get("ticks"):
+                raise LeadlineError(f"process {args.pid} ended before its stacks were read")
+            subject = snapshot(cap)
+    write_rendered(renderer, subject, None, RenderOptions(), sys.stdout)
+    return 0

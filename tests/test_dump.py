@@ -1,0 +1,210 @@
+"""`leadline dump PID` (docs/dump.md) through the real CLI, on the programs people run it on: one
+blocked in C, one whose thread holds the GIL forever, one deadlocked; text and JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from support import PY, leadline, report, write
+
+# The main thread asleep in C; a worker blocked on an empty queue.
+BLOCKED = """
+import queue, threading, time
+
+def consume(q):
+    q.get()
+
+def wait_forever():
+    time.sleep(600)
+
+threading.Thread(target=consume, args=(queue.Queue(),), name="consumer", daemon=True).start()
+print("ready", flush=True)
+wait_forever()
+"""
+
+# A thread in a regular expression that backtracks for ever, holding the GIL (the engine never
+# lets it go); the main thread runs Python code beside it, and once the regular expression has
+# the GIL, waits for it for ever.
+GIL_FOREVER = """
+import re, threading
+
+def backtrack():
+    re.match(r"(a+)+$", "a" * 64 + "b")
+
+def keep_busy():
+    n = 0
+    while True:
+        n += 1
+
+print("ready", flush=True)
+threading.Thread(target=backtrack, name="regex", daemon=True).start()
+keep_busy()
+"""
+
+# Two threads that each hold one lock and wait for the other's; the main thread joins them.
+DEADLOCK = """
+import threading
+
+a, b = threading.Lock(), threading.Lock()
+both = threading.Barrier(3)
+
+def first():
+    with a:
+        both.wait()
+        with b:  # first waits here
+            pass
+
+def second():
+    with b:
+        both.wait()
+        with a:  # second waits here
+            pass
+
+workers = [threading.Thread(target=f, name=f.__name__) for f in (first, second)]
+for w in workers:
+    w.start()
+both.wait()
+print("ready", flush=True)
+for w in workers:
+    w.join()
+"""
+
+
+@contextmanager
+def target(tmp_path: Path, source: str, settle: float = 0.0) -> Iterator[subprocess.Popen[str]]:
+    script = write(tmp_path, "target.py", source)
+    proc = subprocess.Popen([PY, str(script)], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        time.sleep(settle)  # what it does next, begun
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def dump_json(proc: subprocess.Popen[str], tmp_path: Path) -> dict[str, Any]:
+    r = leadline("dump", proc.pid, "--json", cwd=tmp_path, check=True)
+    data: dict[str, Any] = json.loads(r.stdout)
+    assert data["pid"] == proc.pid and data["python_version"] == f"3.{sys.version_info[1]}"
+    return data
+
+
+def names(thread: dict[str, Any]) -> list[str]:
+    return [f["name"] for f in thread["frames"]]
+
+
+def line_of(source: str, text: str) -> int:
+    return next(i for i, line in enumerate(source.splitlines(), 1) if text in line)
+
+
+def test_a_program_blocked_in_c(tmp_path: Path) -> None:
+    with target(tmp_path, BLOCKED) as proc:
+        data = dump_json(proc, tmp_path)
+        kept = tmp_path / "snap.lead"
+        text = leadline("dump", proc.pid, "-o", kept, cwd=tmp_path, check=True).stdout
+    # -o keeps the snapshot: a sampling capture of one tick, a read a thread.
+    snap = report(kept, tmp_path)
+    assert (snap["ticks"], len(snap["threads"]), snap["samples"]) == (1, 2, 2), snap["threads"]
+    threads = {t["tid"]: t for t in data["threads"]}
+    main = threads[proc.pid]
+    assert main["name"] == "MainThread" and main["state"] == "idle", main
+    # Innermost first: the function asleep in C, then the module.
+    assert names(main) == ["wait_forever", "<module>"], main
+    assert main["frames"][0]["line"] == line_of(BLOCKED, "time.sleep(600)")
+    assert main["gil"] == "none"  # asleep: it let the GIL go and does not want it
+    (worker,) = [t for t in data["threads"] if t["tid"] != proc.pid]
+    assert worker["state"] == "idle" and "consume" in names(worker), worker
+    assert names(worker)[-1].endswith("_bootstrap")  # Thread._bootstrap (3.10: bare names)
+    # The text says the same.
+    assert f"Thread {proc.pid} (MainThread): idle" in text
+    # Its file relative to the folder it runs in (docs/paths.md), whole in the JSON.
+    assert f"    wait_forever (target.py:{line_of(BLOCKED, 'time.sleep(600)')})" in text, text
+    assert data["cwd"] == str(tmp_path), data["cwd"]
+    assert str(tmp_path) not in text.split("\n", 1)[1], text  # but in the argv line
+    assert main["frames"][0]["file"] == str(tmp_path / "target.py")
+
+
+def test_a_thread_that_holds_the_gil_forever(tmp_path: Path) -> None:
+    with target(tmp_path, GIL_FOREVER, settle=0.5) as proc:
+        data = dump_json(proc, tmp_path)
+    (regex,) = [t for t in data["threads"] if t["tid"] != proc.pid]
+    assert regex["state"] == "running" and regex["gil"] == "held", regex
+    # re.match (3.15: its prefixmatch) called from backtrack.
+    assert names(regex)[0] in ("match", "prefixmatch") and names(regex)[1] == "backtrack", regex
+    # The main thread, which runs Python code (keep_busy, or still in Thread.start if the other
+    # thread took the GIL first), waits for it.
+    main = next(t for t in data["threads"] if t["tid"] == proc.pid)
+    assert main["state"] == "idle" and main["gil"] == "wait", main
+    assert names(main)[-1] == "<module>", main
+
+
+def test_a_deadlocked_program(tmp_path: Path) -> None:
+    with target(tmp_path, DEADLOCK, settle=0.2) as proc:
+        data = dump_json(proc, tmp_path)
+    by_name = {names(t)[0]: t for t in data["threads"] if t["frames"]}
+    # Each worker waits at its second lock, off a CPU, not for the GIL.
+    for func in ("first", "second"):
+        t = by_name[func]
+        assert t["state"] == "idle" and t["gil"] == "none", t
+        assert t["frames"][0]["line"] == line_of(DEADLOCK, f"# {func} waits here"), t
+    main = next(t for t in data["threads"] if t["tid"] == proc.pid)
+    assert {"Thread.join", "join"} & set(names(main)) and names(main)[-1] == "<module>", main
+
+
+# Two tasks asleep through two coroutines, and the main task asleep, on the main thread's loop.
+TASKS = """
+import asyncio
+
+async def fetch(delay):
+    await asyncio.sleep(delay)
+
+async def client():
+    while True:
+        await fetch(0.05)
+
+async def main():
+    tasks = [asyncio.create_task(client(), name=f"client-{i}") for i in range(2)]
+    await asyncio.sleep(0)
+    print("ready", flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+def test_async_all_lists_the_tasks_that_wait(tmp_path: Path) -> None:
+    with target(tmp_path, TASKS) as proc:
+        r = leadline("dump", proc.pid, "--json", "--async", "all", cwd=tmp_path, check=True)
+    (main,) = json.loads(r.stdout)["threads"]
+    assert main["state"] == "idle" and {"BaseEventLoop._run_once", "_run_once"} & {*names(main)}, (
+        main
+    )
+    waiting = {tuple(f["name"] for f in task) for task in main["waiting_tasks"]}
+    if sys.version_info < (3, 14):  # said in one line; no waiting task read
+        assert waiting == set() and "reads waiting tasks on Python 3.14+" in r.stderr
+        return
+    # Each task innermost first: where it waits, the coroutines awaiting each other, the task.
+    assert waiting == {
+        ("sleep", "fetch", "client", "client-0"),
+        ("sleep", "fetch", "client", "client-1"),
+        ("sleep", "main", "Task-1"),
+    }, waiting
+
+
+def test_dump_errors(tmp_path: Path) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    r = leadline("dump", gone.pid, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"leadline: error: no such process: {gone.pid}"
+    ], r.stderr
+    r = leadline("dump", "abc", cwd=tmp_path)
+    assert r.returncode == 2 and "not a process id: 'abc'" in r.stderr
