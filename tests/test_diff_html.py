@@ -194,7 +194,11 @@ def test_cli_diff_html_in_chromium(tmp_path: Path) -> None:
     state = assert_clean(result, out)
     assert {"hot", "cold", "<module>"} <= set(rendered(state))
     why = leadline("diff", "a.lead", "b.lead", cwd=tmp_path).stdout[:1500]
-    assert int(state["red"]) >= 1, why
+    # What the page was sent: the verdict of each tree node (a red frame is one with sig 1).
+    sent = json.loads(htmlpage.embedded_json(out.read_text(encoding="utf-8")))
+    expected = frame_counts(sent, "new")
+    assert expected["red"] >= 1, (expected, why)
+    assert int(state["red"]) >= 1, (state, expected, why)
     first, tip = result.results
     assert first == "hot"
     assert "beyond noise: grew" in tip

@@ -473,18 +473,27 @@ def test_the_agents_own_threads_are_not_pushed(tmp_path: Path) -> None:
     reads them with it; what they do (reading the sampler's pipe, folding, connecting, writing
     the spool) is not the program's work: every pushed stack is the program's (12 of 645
     samples of a 6 s program were the agent's, and a fleet diff ranked a request's
-    `getaddrinfo` second)."""
+    `getaddrinfo` second). The program's main thread at its exit, in threading._shutdown, is
+    the program's."""
     r = push_run(tmp_path, "http://127.0.0.1:9", 4.0)  # nothing listens: all of it is spooled
     assert r.returncode == 0, r.stderr
     s = summary(r.stderr)
     bodies = [u.body for u in spooled(tmp_path / "spool")]
     assert samples_in(bodies) == s["samples"] > 100, s
-    files: dict[str, float] = {}
+    prog = str(tmp_path / "prog.py")
+    others = []
     for body in bodies:
         for frames, w in read_pprof("p", body, "samples").stacks:
-            for f in {f.file for f in frames}:
-                files[f] = files.get(f, 0.0) + w
-    assert set(files) == {str(tmp_path / "prog.py")}, files
+            if {f.file for f in frames} == {prog}:
+                continue
+            # The main thread's own way out: after its last line, the interpreter runs
+            # threading._shutdown on it (a busy host can leave it there for a tick).
+            if frames[0].name == "_shutdown" and {Path(f.file).name for f in frames} == {
+                "threading.py"
+            }:
+                continue
+            others.append(([f.label for f in frames], w))
+    assert not others, others
 
 
 def test_the_agent_leaves_out_the_threads_it_is_told() -> None:
