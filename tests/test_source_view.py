@@ -51,6 +51,11 @@ WARNING_JS = (
 
 
 def pct(text: str) -> float:
+    """A share as the page writes it ("12.3%"; "<0.1%" for a share under a tenth of a point,
+    read as 0.05)."""
+    if text.startswith("<"):
+        assert text == "<0.1%", text
+        return 0.05
     return float(text.rstrip("%")) if text else 0.0
 
 
@@ -85,10 +90,11 @@ def test_the_capture_keeps_the_hash_of_each_source_file(profiled: tuple[Path, Pa
 
 
 def own_line_shares(capture: Path) -> dict[int, float]:
-    """Each line's own share of the capture's samples (the page's first view), from `report
-    --json`: the samples of the stacks whose innermost frame is at that line of prog.py."""
+    """Each line's own share of the capture's CPU time (the page's first view of a CPU-mode
+    capture), from `report --json`: the CPU time of the stacks whose innermost frame is at that
+    line of prog.py."""
     data = json.loads(leadline("report", capture, "--json", cwd=capture.parent, check=True).stdout)
-    key = "samples"
+    key = "cpu_ns"
     total = sum(s[key] for s in data["stacks"])
     out: dict[int, float] = {}
     for s in data["stacks"]:
@@ -106,6 +112,8 @@ def test_each_lines_share_of_a_known_split(chromium: str, profiled: tuple[Path, 
     bias, docs/run.md), and CI's two workers once made this 0.6 s / 0.2 s split 84/16."""
     prog, capture = profiled
     rows, warning, state = source_rows(html(capture))
+    # A CPU-mode capture opens on its CPU time, as `report` weighs it in text.
+    assert state["metric"] == "cpu", state
     # Opened at the hottest line of the hottest function; its file as recorded.
     assert state["source-file"] == str(prog) and state["source-line"] == str(HEAVY), state
     assert warning[0] is True, warning
@@ -183,3 +191,95 @@ def test_source_hashes_follow_an_edit(tmp_path: Path) -> None:
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     again = source_hashes([str(f)])[str(f)]
     assert again != first and again == hashlib.sha256(b"x = 2\n").hexdigest()[:16]
+
+
+# -- a trace's source view: a function's weights at its first line ------------------------------
+
+TRACED = """\
+import time
+
+
+def slow():
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.02:
+        pass
+
+
+def fast():
+    return sum(range(100))
+
+
+def main():
+    for _ in range(5):
+        slow()
+        fast()
+
+
+main()
+"""
+SLOW_DEF, FAST_DEF, MAIN_DEF = 4, 10, 14  # the lines of TRACED
+TITLES_JS = (
+    "JSON.stringify(Object.fromEntries([...document.querySelectorAll('#ll-source tr[title]')]"
+    ".map(r => [r.dataset.line, r.title])))"
+)
+
+
+@pytest.fixture
+def traced(tmp_path: Path) -> tuple[Path, Path, dict[str, dict[str, Any]]]:
+    prog = write(tmp_path, "prog.py", TRACED)
+    leadline("trace", "-q", "-o", "t.lead", "prog.py", cwd=tmp_path, check=True)
+    capture = tmp_path / "t.lead"
+    data = json.loads(leadline("report", capture, "--json", cwd=tmp_path, check=True).stdout)
+    funcs = {f["name"]: f for f in data["functions"] if f["file"] == str(prog)}
+    return prog, capture, funcs
+
+
+def test_a_traces_functions_at_their_first_lines(
+    chromium: str, traced: tuple[Path, Path, dict[str, dict[str, Any]]]
+) -> None:
+    """Each function's self and total share of the trace's time at its `def` line, as the
+    report's --json has them; the page opens at the function with the most own time, and a
+    line's tooltip gives its function's calls."""
+    prog, capture, funcs = traced
+    assert funcs["slow"]["calls"] == 5 and funcs["fast"]["calls"] == 5, funcs
+    page = html(capture)
+    result = render_in_chromium(page, "", [ROWS_JS, WARNING_JS, TITLES_JS])
+    assert result.console_errors == []
+    state = result.state()
+    rows = {line: (pct(s), pct(t), code) for line, s, t, code in json.loads(result.results[0])}
+    warning, titles = json.loads(result.results[1]), json.loads(result.results[2])
+    assert state["source-file"] == str(prog) and state["source-line"] == str(SLOW_DEF), state
+    assert warning[0] is True, warning  # the file as it was traced
+    whole = int(state["total"])  # the page's total time (the flame graph's root)
+    for name, line in (("slow", SLOW_DEF), ("fast", FAST_DEF), ("main", MAIN_DEF)):
+        f = funcs[name]
+        assert abs(rows[line][0] - 100 * f["self_ns"] / whole) <= 0.1, (name, rows, f, whole)
+        assert abs(rows[line][1] - 100 * f["incl_ns"] / whole) <= 0.1, (name, rows, f, whole)
+        calls = "1 call," if name == "main" else "5 calls,"
+        assert titles[str(line)].startswith(f"{name}: {calls}"), titles
+    assert rows[SLOW_DEF][2] == "def slow():"
+    assert rows[SLOW_DEF][0] > 90 > rows[FAST_DEF][0]  # 0.1 s of busy waiting against sums
+    # The three functions, and the module's code at its first line if it has one.
+    assert {SLOW_DEF, FAST_DEF, MAIN_DEF} <= set(rows) <= {SLOW_DEF, FAST_DEF, MAIN_DEF, 1}, rows
+
+
+def test_a_traces_table_row_and_zoom_open_their_function(
+    chromium: str, traced: tuple[Path, Path, dict[str, dict[str, Any]]]
+) -> None:
+    _, capture, _ = traced
+    page = html(capture)
+    click = (
+        "(function(){var r=[...document.querySelectorAll('#ll-table tbody tr')]"
+        ".find(r => r.dataset.name === 'fast'); r.click(); return true;})()"
+    )
+    clicked = render_in_chromium(page, "", [click, "location.hash"])
+    assert clicked.console_errors == []
+    state = clicked.state()
+    assert state["source-line"] == str(FAST_DEF), state
+    assert f"source=0:{FAST_DEF}" in clicked.results[1], clicked.results
+    zoomed = render_in_chromium(page, "", [click_frame_js("main")])
+    assert zoomed.state()["zoom-name"] == "main"
+    assert zoomed.state()["source-line"] == str(MAIN_DEF), zoomed.state()
+    # The URL keeps a chosen file and line: a reload shows them.
+    again = render_in_chromium(page, f"source=0:{FAST_DEF}", [])
+    assert again.state()["source-line"] == str(FAST_DEF)

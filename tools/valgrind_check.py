@@ -48,6 +48,13 @@ CPYTHON_ZERO_INT = re.compile(
 LEAK = re.compile(r"are (definitely|indirectly|possibly) lost|are still reachable")
 
 
+def summed_up(block: str) -> str:
+    """A report in a line: what it is, and the first of leadline's frames on its stack."""
+    lines = [ln.split("== ", 1)[-1].strip() for ln in block.strip().splitlines()]
+    ours = [ln for ln in lines if OUR_FRAME.search(ln)]
+    return f"{lines[0]}; first of ours: {ours[0] if ours else '?'}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", metavar="DIR", help="keep valgrind's logs and xtree files")
@@ -93,7 +100,7 @@ def main() -> int:
     ran = json.loads(last[0][3:])
     problems = []
     seen_ours = 0
-    cpython_ints = 0
+    cpython_ints: list[str] = []
     for text in logs.values():
         for block in re.split(r"\n==\d+== \n", text):
             ours = [ln for ln in block.splitlines() if OUR_FRAME.search(ln)]
@@ -101,7 +108,7 @@ def main() -> int:
                 continue  # CPython's own reports (getrandom-filled buffers, exit-time leaks)
             seen_ours += 1
             if CPYTHON_ZERO_INT.search(block):
-                cpython_ints += 1
+                cpython_ints.append(block)
             elif not LEAK.search(block):
                 problems.append(block)  # an error, not a leak record
             elif "definitely lost" in block and any("PyInit__native" not in ln for ln in ours):
@@ -126,15 +133,15 @@ def main() -> int:
         # filter no longer recognises leadline's frames and would let real errors through.
         print("valgrind check: no report names leadline's native code at all; the filter is broken")
         return 1
-    # Each problem again in a few lines, last: a log cut to its tail still says what and where.
-    for i, p in enumerate(problems, 1):
-        lines = [ln.split("== ", 1)[-1].strip() for ln in p.strip().splitlines()]
-        ours = [ln for ln in lines if OUR_FRAME.search(ln)]
-        print(f"valgrind check: problem {i}: {lines[0]}; first of ours: {ours[0] if ours else '?'}")
+    # Each report again in a line, last: a log cut to its tail still says what and where.
+    for block in cpython_ints:
+        print(f"valgrind check: of CPython's int: {summed_up(block)}")
     print(
-        f"valgrind check: {cpython_ints} report(s) through leadline's code of a value made from "
-        "one of CPython's ints equal to 0 (its unwritten digit; CPython's, not counted)"
+        f"valgrind check: {len(cpython_ints)} report(s) through leadline's code of a value made "
+        "from one of CPython's ints equal to 0 (its unwritten digit; CPython's, not counted)"
     )
+    for i, block in enumerate(problems, 1):
+        print(f"valgrind check: problem {i}: {summed_up(block)}")
     print(f"valgrind check: {len(problems)} problem(s) in leadline's native code")
     return 1 if problems else 0
 

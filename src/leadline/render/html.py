@@ -10,6 +10,7 @@ from ..analyse.trace import TraceProfile, to_json
 from .base import Renderer, RenderOptions, register
 from .marks_table import marks_json
 from .sample_html import render_sample_html
+from .sources import sources_by_weight
 from .trace_html import render_trace_html
 
 
@@ -23,6 +24,12 @@ class TraceHtml(Renderer[TraceProfile]):
     def render(self, p: TraceProfile, out: IO[str], options: RenderOptions) -> None:
         data = to_json(p, None, options.sort)
         data["marks"] = marks_json(p.capture)
+        # The files of the traced functions, by their own time (the source view).
+        weight: dict[str, float] = {}
+        for f in p.functions:
+            if f.func.file:
+                weight[f.func.file] = weight.get(f.func.file, 0.0) + max(f.self_ns, 0)
+        data["sources"] = sources_by_weight(weight, p.capture.end)
         out.write(render_trace_html(data))
 
 

@@ -261,6 +261,7 @@ var LL = (function () {
       var tr = el('tr', spec.selected(row) ? 'll-selected' : '');
       tr.dataset.name = spec.name(row);
       tr.dataset.row = String(row);
+      tr.dataset.index = String(keyed[i].i); /* its place in spec.rows */
       for (var k = 0; k < spec.columns.length; k++) {
         var c = spec.columns[k];
         var cell = spec.cell(row, c);
@@ -734,6 +735,135 @@ var LL = (function () {
     while (flame.zoom !== 0 && !(w[flame.zoom] > 0)) flame.zoom = parentOf[flame.zoom];
   }
 
+  /* ---------- the source view (#ll-source-panel, html_page.source_panel) ----------
+   * A page's source files, from its data's `sources` rows (render/sources.py): [file, state,
+   * lines or null, note], heaviest first. */
+  function sourceFiles(rows) {
+    var list = [];
+    var indexOf = new Map(); /* file -> index into list */
+    arr(rows).forEach(function (row) {
+      row = arr(row);
+      var file = str(row[0]);
+      if (indexOf.has(file)) return;
+      indexOf.set(file, list.length);
+      list.push({ file: file, state: str(row[1]), lines: Array.isArray(row[2]) ? row[2] : null, note: str(row[3]) });
+    });
+    return { list: list, indexOf: indexOf };
+  }
+
+  var SOURCE_NOTES = {
+    changed: 'This file changed since it was recorded: its lines now may not be the lines that ran.',
+    unknown: 'The capture has no record of this file (attach, or a capture before format 1.4): ' +
+      'it is shown as it is now.'
+  };
+
+  function heat(v, max) {
+    if (!(v > 0) || !(max > 0)) return '';
+    var a = 0.12 + 0.68 * Math.min(v / max, 1);
+    return 'rgba(230, 81, 0, ' + a.toFixed(3) + ')';
+  }
+
+  /* Draws the source view of a page whose files are `list`, as `source` (sourceState) says:
+   * hidden without files; with none chosen yet, pick() chooses one (true when it did, else the
+   * first file is shown).  lines(file) gives the chosen file's weights: {self, total: Maps
+   * from line number to weight, whole: what the shares are of, titles: an optional Map from
+   * line number to a tooltip}. */
+  function showSource(list, source, pick, lines) {
+    byId('ll-source-panel').hidden = list.length === 0;
+    if (!list.length) return;
+    if (source.file < 0 || source.file >= list.length) {
+      if (!pick()) { source.file = 0; source.line = 0; }
+      source.chosen = false; /* the page's own choice: not written to the URL */
+    }
+    byId('ll-source-file').value = String(source.file);
+    var v = lines(source.file);
+    source.rows = renderSource(list[source.file], v.self, v.total, v.whole, source.line, v.titles);
+  }
+
+  /* One file in the source view: each line with its self and total share of `whole`, line
+   * `target` marked and scrolled to.  The number of rows shown. */
+  function renderSource(entry, self, total, whole, target, titles) {
+    var warning = byId('ll-source-warning');
+    var note = entry.lines === null ? 'The source is not available: ' + entry.note + '.' : SOURCE_NOTES[entry.state] || '';
+    warning.hidden = !note;
+    warning.textContent = note;
+    warning.dataset.state = entry.lines === null ? 'missing' : entry.state;
+    var maxSelf = 0;
+    var maxTotal = 0;
+    self.forEach(function (v) { if (v > maxSelf) maxSelf = v; });
+    total.forEach(function (v) { if (v > maxTotal) maxTotal = v; });
+    var table = byId('ll-source');
+    clear(table);
+    var lines = entry.lines || [];
+    var count = lines.length;
+    total.forEach(function (v, line) { if (line > count) count = line; });
+    self.forEach(function (v, line) { if (line > count) count = line; });
+    var body = document.createElement('tbody');
+    var marked = null;
+    for (var n = 1; n <= count; n++) {
+      var tr = document.createElement('tr');
+      tr.dataset.line = String(n);
+      var sv = self.get(n) || 0;
+      var tv = total.get(n) || 0;
+      var cells = [
+        [String(n), 'll-num', ''],
+        [sv > 0 ? fmtPct(sv, whole) : '', 'll-num ll-self', heat(sv, maxSelf)],
+        [tv > 0 ? fmtPct(tv, whole) : '', 'll-num ll-total', heat(tv, maxTotal)],
+        [n <= lines.length ? str(lines[n - 1]) : '', 'll-code', '']
+      ];
+      cells.forEach(function (c) {
+        var td = document.createElement('td');
+        td.className = c[1];
+        td.textContent = c[0];
+        if (c[2]) td.style.background = c[2];
+        tr.appendChild(td);
+      });
+      if (titles && titles.has(n)) tr.title = titles.get(n);
+      if (n === target) { tr.className = 'll-target'; marked = tr; }
+      body.appendChild(tr);
+    }
+    table.appendChild(body);
+    byId('ll-source-note').textContent = entry.file;
+    if (marked) {
+      var wrap = byId('ll-source-wrap');
+      wrap.scrollTop = Math.max(marked.offsetTop - wrap.clientHeight / 2, 0);
+    }
+    return count;
+  }
+
+  /* What the source view shows: a file (its index in the page's list, -1: not chosen yet) and
+   * a line; chosen: by the user, so kept in the URL (source=FILE:LINE). */
+  function sourceState() { return { file: -1, line: 0, rows: 0, chosen: false }; }
+
+  function sourceToHash(source) {
+    return source.chosen ? ['source=' + source.file + ':' + source.line] : [];
+  }
+
+  /* `source` from the URL's hash `h` (readHash), for a page of `count` files. */
+  function sourceFromHash(source, h, count) {
+    var at = /^(\d+):(\d+)$/.exec(str(h.source));
+    source.file = at && Number(at[1]) < count ? Number(at[1]) : -1;
+    source.line = at ? Number(at[2]) : 0;
+    source.chosen = !!at;
+  }
+
+  /* The source view's controls: the file chooser (of `list`), and a click on a row of the
+   * table, which show(row) opens (true when it did); changed() after either. */
+  function wireSource(list, source, show, changed) {
+    var file = byId('ll-source-file');
+    fillSelect(file, list.map(function (one, i) { return [i, one.file]; }));
+    file.addEventListener('change', function () {
+      source.file = Number(file.value);
+      source.line = 0;
+      source.chosen = true;
+      changed();
+    });
+    byId('ll-table').addEventListener('click', function (e) {
+      var tr = e.target && e.target.closest ? e.target.closest('tbody tr[data-index]') : null;
+      if (tr && show(tr)) changed();
+    });
+  }
+
   return {
     byId: byId, el: el, svgEl: svgEl, clear: clear, fillSelect: fillSelect, guard: guard,
     num: num, str: str, obj: obj, arr: arr,
@@ -745,6 +875,8 @@ var LL = (function () {
     sortToHash: sortToHash, wireTable: wireTable,
     frameColor: frameColor, flameView: flameView, onResize: onResize,
     wireFlamePage: wireFlamePage, keepZoomVisible: keepZoomVisible, numberedNodes: numberedNodes,
-    heaviestChildren: heaviestChildren
+    heaviestChildren: heaviestChildren,
+    sourceFiles: sourceFiles, showSource: showSource, sourceState: sourceState,
+    sourceToHash: sourceToHash, sourceFromHash: sourceFromHash, wireSource: wireSource
   };
 })();

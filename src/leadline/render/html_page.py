@@ -133,6 +133,20 @@ def table_panel(title: str) -> str:
 """
 
 
+def source_panel(notes: str) -> str:
+    """The source view's panel (#ll-source-panel, drawn by html_page.js's renderSource): a file
+    chooser and the file's lines with their shares; ``notes`` say what the shares are."""
+    return f"""<section class="ll-panel" id="ll-source-panel" hidden>
+<div class="ll-panel-head"><h2>Source</h2>
+<label class="ll-control">File <select id="ll-source-file"></select></label>
+<span class="ll-grow"></span><span id="ll-source-note" class="ll-note"></span></div>
+<div class="ll-panel-body"><div id="ll-source-warning" role="alert" hidden></div>
+<div id="ll-source-wrap"><table id="ll-source"></table></div>
+<div class="ll-note">{notes} The files are read when the report is made.</div></div>
+</section>
+"""
+
+
 def render_page(*, title: str, body: str, data: Mapping[str, Any], assets: str) -> str:
     """One self-contained page: ``body`` (trusted markup), ``data`` embedded as
     ``#ll-data``, and the shared stylesheet and script followed by ``assets``.css/.js."""

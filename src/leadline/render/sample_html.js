@@ -165,15 +165,9 @@
 
   /* ---------- source files: each (file, line) of a file whose source the page has ---------- */
 
-  var sources = [];
-  var sourceOf = new Map(); /* file -> index into sources */
-  arr(data.sources).forEach(function (row) {
-    row = arr(row);
-    var file = str(row[0]);
-    if (sourceOf.has(file)) return;
-    sourceOf.set(file, sources.length);
-    sources.push({ file: file, state: str(row[1]), lines: Array.isArray(row[2]) ? row[2] : null, note: str(row[3]) });
-  });
+  var sourceSet = LL.sourceFiles(data.sources);
+  var sources = sourceSet.list;
+  var sourceOf = sourceSet.indexOf; /* file -> index into sources */
   var lineKeys = (function () {
     /* key[t]: an index per distinct (source, line) of tnode t, -1 when its file has no source;
      * outer[t]: the outermost tnode of its key on its stack (a line's total counts once). */
@@ -251,9 +245,14 @@
     memory: { label: 'RSS growth', fmt: function (v) { return fmtBytes(v); } }
   };
   var METRIC_ORDER = prof.memory === true ? ['samples', 'cpu', 'memory'] : ['samples', 'cpu'];
+  /* The weight the page opens with: the CPU time in a CPU-mode capture, as the text report
+   * weighs it (a sample there stands for the CPU its thread used since its previous one, and
+   * the two can differ: a 75/25 program's samples were 69/31, its CPU time 75/25), else
+   * samples. */
+  var DEFAULT_METRIC = cpuMode ? 'cpu' : 'samples';
 
   var state = {
-    metric: 'samples',
+    metric: DEFAULT_METRIC,
     thread: null, /* a thread's serial, or null for all threads */
     idle: true /* include idle samples (wall mode) */
   };
@@ -569,12 +568,7 @@
 
   /* ---------- the source view ---------- */
 
-  var source = { file: -1, line: 0, rows: 0, chosen: false }; /* chosen: by the user (in the URL) */
-  var SOURCE_NOTES = {
-    changed: 'This file changed since it was recorded: its lines now may not be the lines that ran.',
-    unknown: 'The capture has no record of this file (attach, or a capture before format 1.4): ' +
-      'it is shown as it is now.'
-  };
+  var source = LL.sourceState();
 
   /* The file of function f, at its hottest line in the current view (or its first line): the
    * line under which it spent the most (its total there, callees included), then its own time
@@ -604,17 +598,8 @@
     return true;
   }
 
-  function heat(v, max) {
-    if (!(v > 0) || !(max > 0)) return '';
-    var a = 0.12 + 0.68 * Math.min(v / max, 1);
-    return 'rgba(230, 81, 0, ' + a.toFixed(3) + ')';
-  }
-
   function renderSource() {
-    var panel = byId('ll-source-panel');
-    panel.hidden = sources.length === 0;
-    if (!sources.length) return;
-    if (source.file < 0 || source.file >= sources.length) {
+    LL.showSource(sources, source, function () {
       /* At first, the function with the most self weight whose file the page has. */
       var first = currentView();
       var hottest = -1;
@@ -622,88 +607,39 @@
         if (first.selfByFunc[f] > 0 && sourceOf.has(fnFile[f]) &&
             (hottest < 0 || first.selfByFunc[f] > first.selfByFunc[hottest])) hottest = f;
       }
-      if (hottest < 0 || !showFunction(hottest)) { source.file = 0; source.line = 0; }
-      source.chosen = false; /* the page's own choice: not written to the URL */
-    }
-    var entry = sources[source.file];
-    byId('ll-source-file').value = String(source.file);
-    var warning = byId('ll-source-warning');
-    var note = entry.lines === null ? 'The source is not available: ' + entry.note + '.' : SOURCE_NOTES[entry.state] || '';
-    warning.hidden = !note;
-    warning.textContent = note;
-    warning.dataset.state = entry.lines === null ? 'missing' : entry.state;
-    var view = currentView();
-    var self = new Map();
-    var total = new Map();
-    for (var k = 0; k < lineKeys.count; k++) {
-      if (lineKeys.file[k] !== source.file) continue;
-      self.set(lineKeys.line[k], view.lineSelf[k]);
-      total.set(lineKeys.line[k], view.lineTotal[k]);
-    }
-    var maxSelf = 0;
-    var maxTotal = 0;
-    self.forEach(function (v) { if (v > maxSelf) maxSelf = v; });
-    total.forEach(function (v) { if (v > maxTotal) maxTotal = v; });
-    var table = byId('ll-source');
-    while (table.firstChild) table.removeChild(table.firstChild);
-    var lines = entry.lines || [];
-    var count = Math.max(lines.length, 0);
-    total.forEach(function (v, line) { if (line > count) count = line; });
-    var body = document.createElement('tbody');
-    var target = null;
-    for (var n = 1; n <= count; n++) {
-      var tr = document.createElement('tr');
-      tr.dataset.line = String(n);
-      var sv = self.get(n) || 0;
-      var tv = total.get(n) || 0;
-      var cells = [
-        [String(n), 'll-num', ''],
-        [sv > 0 ? fmtPct(sv, view.total) : '', 'll-num ll-self', heat(sv, maxSelf)],
-        [tv > 0 ? fmtPct(tv, view.total) : '', 'll-num ll-total', heat(tv, maxTotal)],
-        [n <= lines.length ? str(lines[n - 1]) : '', 'll-code', '']
-      ];
-      cells.forEach(function (c) {
-        var td = document.createElement('td');
-        td.className = c[1];
-        td.textContent = c[0];
-        if (c[2]) td.style.background = c[2];
-        tr.appendChild(td);
-      });
-      if (n === source.line) { tr.className = 'll-target'; target = tr; }
-      body.appendChild(tr);
-    }
-    table.appendChild(body);
-    source.rows = count;
-    byId('ll-source-note').textContent = entry.file;
-    if (target) {
-      var wrap = byId('ll-source-wrap');
-      wrap.scrollTop = Math.max(target.offsetTop - wrap.clientHeight / 2, 0);
-    }
+      return hottest >= 0 && showFunction(hottest);
+    }, function (file) {
+      var view = currentView();
+      var self = new Map();
+      var total = new Map();
+      for (var k = 0; k < lineKeys.count; k++) {
+        if (lineKeys.file[k] !== file) continue;
+        self.set(lineKeys.line[k], view.lineSelf[k]);
+        total.set(lineKeys.line[k], view.lineTotal[k]);
+      }
+      return { self: self, total: total, whole: view.total };
+    });
   }
 
   /* ---------- state, the URL hash, and controls ---------- */
 
   function writeHash() {
     var parts = flame.hashParts();
-    if (state.metric !== 'samples') parts.push('metric=' + state.metric);
+    if (state.metric !== DEFAULT_METRIC) parts.push('metric=' + state.metric);
     if (state.thread !== null) parts.push('thread=' + state.thread);
     if (!state.idle) parts.push('idle=0');
-    if (source.chosen) parts.push('source=' + source.file + ':' + source.line);
-    LL.writeHash(parts.concat(LL.sortToHash(table)));
+    LL.writeHash(parts.concat(LL.sourceToHash(source), LL.sortToHash(table)));
   }
 
   function applyHash() {
     var h = LL.readHash();
-    state.metric = METRIC_ORDER.indexOf(h.metric) >= 0 ? h.metric : 'samples';
+    state.metric = METRIC_ORDER.indexOf(h.metric) >= 0 ? h.metric : DEFAULT_METRIC;
     var serial = h.thread !== undefined && h.thread !== '' ? Number(h.thread) : NaN;
     state.thread = threadBySerial.has(serial) ? serial : null;
     state.idle = h.idle !== '0';
     flame.fromHash(h);
     LL.sortFromHash(table, h.sort, TABLE_COLUMNS);
-    var at = /^(\d+):(\d+)$/.exec(str(h.source));
-    source.file = at && Number(at[1]) < sources.length ? Number(at[1]) : -1;
-    source.line = at ? Number(at[2]) : 0;
-    source.chosen = !!at;
+    LL.sourceFromHash(source, h, sources.length);
   }
 
   function writeState() {
@@ -768,18 +704,9 @@
       state.idle = idle.checked;
       viewChanged();
     });
-    var file = byId('ll-source-file');
-    LL.fillSelect(file, sources.map(function (one, i) { return [i, one.file]; }));
-    file.addEventListener('change', function () {
-      source.file = Number(file.value);
-      source.line = 0;
-      source.chosen = true;
-      writeHash();
-      refresh({ source: true });
-    });
-    byId('ll-table').addEventListener('click', function (e) {
-      var tr = e.target && e.target.closest ? e.target.closest('tr[data-row]') : null;
-      if (!tr || !showFunction(Number(tr.dataset.row))) return;
+    LL.wireSource(sources, source, function (tr) {
+      return showFunction(Number(tr.dataset.row));
+    }, function () {
       writeHash();
       refresh({ source: true });
     });

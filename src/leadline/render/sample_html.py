@@ -20,8 +20,8 @@ from typing import Any
 from ..analyse.model import SampleProfile
 from ..analyse.paths import PathNamer, base_of
 from ..analyse.samples import LANE_BINS, LANE_STATES, gil_by_thread
-from .html_page import flame_panel, header, render_page, table_panel
-from .sources import read_sources
+from .html_page import flame_panel, header, render_page, source_panel, table_panel
+from .sources import sources_by_weight
 
 __all__ = ["render_sample_html"]
 
@@ -49,18 +49,12 @@ CPU), idle. The busiest threads are shown.</div></div>
 </section>
 """
     + table_panel("Top functions")
-    + """<section class="ll-panel" id="ll-source-panel" hidden>
-<div class="ll-panel-head"><h2>Source</h2>
-<label class="ll-control">File <select id="ll-source-file"></select></label>
-<span class="ll-grow"></span><span id="ll-source-note" class="ll-note"></span></div>
-<div class="ll-panel-body"><div id="ll-source-warning" role="alert" hidden></div>
-<div id="ll-source-wrap"><table id="ll-source"></table></div>
-<div class="ll-note">Each line's self share (the line running at the top of the stack) and total
-share (the line anywhere on the stack, counted once) of the selected weight and thread; the
-darker, the hotter. Click a row of the table or zoom into a frame to see its function's lines.
-The files are read when the report is made.</div></div>
-</section>
-"""
+    + source_panel(
+        "Each line's self share (the line running at the top of the stack) and total share (the "
+        "line anywhere on the stack, counted once) of the selected weight and thread; the "
+        "darker, the hotter. Click a row of the table or zoom into a frame to see its "
+        "function's lines."
+    )
 )
 
 
@@ -143,9 +137,7 @@ def _sources(profile: SampleProfile) -> list[list[object]]:
         leaf = stack.frames[-1] if len(stack.frames) else -1
         if 0 <= leaf < n:
             weight[profile.frames[leaf].file] += stack.samples
-    end = profile.capture.end if profile.capture is not None else None
-    recorded = (end or {}).get("sources") or {}
-    return read_sources(sorted(weight, key=lambda f: (-weight[f], f)), recorded)
+    return sources_by_weight(weight, profile.capture.end if profile.capture is not None else None)
 
 
 def render_sample_html(profile: SampleProfile) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..analyse.paths import is_source_file
 from ..record.sources import file_hash
@@ -49,3 +50,12 @@ def read_sources(files: Iterable[str], recorded: Mapping[str, str]) -> list[list
             lines.pop()
         out.append([shown, state, [escape_surrogates(line) for line in lines], ""])
     return out
+
+
+def sources_by_weight(
+    weight: Mapping[str, float], end: Mapping[str, Any] | None
+) -> list[list[object]]:
+    """read_sources of the files in `weight`, heaviest first, with the hashes that the capture's
+    END (`end`, None when it has none) kept of them when it was recorded."""
+    recorded = (end or {}).get("sources") or {}
+    return read_sources(sorted(weight, key=lambda f: (-weight[f], f)), recorded)

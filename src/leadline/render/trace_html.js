@@ -17,19 +17,19 @@
 
   var METRICS = {
     time: {
-      label: 'Wall time', fnKey: 'incl_ns', fmt: fmtNs,
+      label: 'Wall time', fnKey: 'incl_ns', selfKey: 'self_ns', fmt: fmtNs,
       value: function (n) { return Math.max(num(n.incl_ns), 0); }
     },
     heap: {
-      label: 'Heap allocated', fnKey: 'incl_heap', fmt: function (v) { return fmtBytes(v); },
+      label: 'Heap allocated', fnKey: 'incl_heap', selfKey: 'self_heap', fmt: function (v) { return fmtBytes(v); },
       value: function (n) { return Math.max(num(n.incl_heap), 0); }
     },
     rss: {
-      label: 'RSS growth', fnKey: 'incl_rss', fmt: function (v) { return fmtBytes(v); },
+      label: 'RSS growth', fnKey: 'incl_rss', selfKey: 'self_rss', fmt: function (v) { return fmtBytes(v); },
       value: function (n) { return Math.max(num(n.incl_rss), 0); }
     },
     peak: {
-      label: 'Peak growth', fnKey: 'peak_growth', fmt: function (v) { return fmtBytes(v); },
+      label: 'Peak growth', fnKey: 'peak_growth', selfKey: null, fmt: function (v) { return fmtBytes(v); },
       value: function (n) { return Math.max(num(n.peak_growth), 0); }
     }
   };
@@ -208,7 +208,7 @@
   function writeHash() {
     var parts = flame.hashParts();
     if (state.metric !== 'time') parts.push('metric=' + state.metric);
-    LL.writeHash(parts.concat(LL.sortToHash(table)));
+    LL.writeHash(parts.concat(LL.sourceToHash(source), LL.sortToHash(table)));
   }
 
   function applyHash() {
@@ -219,6 +219,7 @@
     }
     flame.fromHash(h);
     LL.sortFromHash(table, h.sort, TABLE_COLUMNS);
+    LL.sourceFromHash(source, h, sources.length);
   }
 
   /* ---------- header ---------- */
@@ -560,8 +561,11 @@
     describe: describe,
     emptyText: 'No calls were recorded.',
     changed: function (what) {
+      var zoomed = flame.zoom > 0 && tree.rawOf[flame.zoom] ? tree.funcOf[flame.zoom] : null;
+      var moved = what === 'zoom' && zoomed !== null && showFunction(zoomed);
+      if (moved) source.chosen = false; /* the zoom is in the URL; the source follows it */
       writeHash();
-      refresh({ table: what === 'search' });
+      refresh({ table: what === 'search', source: moved });
     }
   });
 
@@ -625,6 +629,58 @@
     tableInfo = { rows: shown, sort: sortKey + (table.desc ? '' : '-asc') };
   }
 
+  /* ---------- the source view ----------
+   * A trace records calls, not lines: a function's weights are shown at its first line. */
+
+  var sourceSet = LL.sourceFiles(data.sources);
+  var sources = sourceSet.list;
+  var source = LL.sourceState();
+
+  function selfValue(f) {
+    var key = METRICS[state.metric].selfKey;
+    return Math.max(num(f[key || METRICS[state.metric].fnKey]), 0);
+  }
+
+  /* Shows function f's file at its first line: false when the page does not have the file. */
+  function showFunction(f) {
+    var s = sourceSet.indexOf.get(str(f.file));
+    if (s === undefined) return false;
+    source.file = s;
+    source.line = Math.max(num(f.line), 1);
+    source.chosen = true;
+    return true;
+  }
+
+  function renderSource() {
+    var functions = arr(data.functions).map(obj);
+    LL.showSource(sources, source, function () {
+      /* At first, the function with the most self weight whose file the page has. */
+      var hottest = null;
+      functions.forEach(function (f) {
+        if (selfValue(f) > 0 && sourceSet.indexOf.has(str(f.file)) &&
+            (hottest === null || selfValue(f) > selfValue(hottest))) hottest = f;
+      });
+      return hottest !== null && showFunction(hottest);
+    }, function (file) {
+      var m = METRICS[state.metric];
+      var self = new Map();
+      var total = new Map();
+      var titles = new Map();
+      functions.forEach(function (f) {
+        var line = num(f.line);
+        if (str(f.file) !== sources[file].file || !(line > 0)) return;
+        self.set(line, (self.get(line) || 0) + (m.selfKey ? selfValue(f) : 0));
+        total.set(line, (total.get(line) || 0) + Math.max(num(f[m.fnKey]), 0));
+        var about = funcName(f) + ': ' + fmtCount(f.calls) + (num(f.calls) === 1 ? ' call' : ' calls') +
+          ', time ' + fmtNs(f.incl_ns) + ' (self ' + fmtNs(f.self_ns) + '), heap ' +
+          fmtBytes(f.incl_heap) + ', RSS Δ ' + fmtBytes(f.incl_rss, true) + ', peak growth ' +
+          fmtBytes(f.peak_growth);
+        titles.set(line, titles.has(line) ? titles.get(line) + '\n' + about : about);
+      });
+      return { self: self, total: total, whole: weightsFor(state.metric).total, titles: titles };
+    });
+  }
+
   /* ---------- state for tests and tools ---------- */
 
   function writeState() {
@@ -637,6 +693,9 @@
     s.setAttribute('data-mover-labels', JSON.stringify(timelineInfo.labels));
     s.setAttribute('data-table-rows', String(tableInfo.rows));
     s.setAttribute('data-table-sort', tableInfo.sort);
+    s.setAttribute('data-source-file', sources.length && source.file >= 0 ? sources[source.file].file : '');
+    s.setAttribute('data-source-line', String(source.line));
+    s.setAttribute('data-source-rows', String(source.rows));
     s.setAttribute('data-ready', '1');
   }
 
@@ -645,6 +704,7 @@
   function refresh(parts) {
     if (parts.flame) flame.update();
     if (parts.table) guard('table', renderTable);
+    if (parts.table || parts.source) guard('source', renderSource);
     if (parts.timeline) guard('timeline', renderTimeline);
     guard('state', writeState);
   }
@@ -673,6 +733,13 @@
     }, flame, function () {
       writeHash();
       refresh({ table: true });
+    });
+    LL.wireSource(sources, source, function (tr) {
+      var f = arr(data.functions)[Number(tr.dataset.index)];
+      return f !== undefined && showFunction(obj(f));
+    }, function () {
+      writeHash();
+      refresh({ source: true });
     });
     window.addEventListener('hashchange', function () {
       applyHash();

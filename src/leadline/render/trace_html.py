@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .html_page import flame_panel, header, render_page, table_panel
+from .html_page import flame_panel, header, render_page, source_panel, table_panel
 
 __all__ = ["render_trace_html"]
 
@@ -31,6 +31,12 @@ the most (red: grew, green: shrank). Hover for details.</span></div>
         "Click a frame to zoom in, click it again (or Reset) to zoom out.",
     )
     + table_panel("Top functions")
+    + source_panel(
+        "A trace records calls, not lines: each function's self and total share of the "
+        "selected weight is shown at its first line (its <code>def</code>), and hovering the "
+        "line gives its calls, time and memory. Click a row of the table or zoom into a frame "
+        "to see its function."
+    )
 )
 
 
@@ -38,8 +44,9 @@ def render_trace_html(data: Mapping[str, Any]) -> str:
     """The HTML report page for a trace's JSON document.
 
     ``data`` has the keys ``meta``, ``summary``, ``functions``, ``nodes``, ``threads``,
-    ``timeline`` and ``movers`` (see the report's ``--json`` output); missing parts are shown
-    as empty.  Values that JSON cannot hold are written with ``str()``; NaN and infinities are
-    refused with ValueError.
+    ``timeline`` and ``movers`` (see the report's ``--json`` output), and ``sources``
+    (render/sources.py's rows, for the source view); missing parts are shown as empty.
+    Values that JSON cannot hold are written with ``str()``; NaN and infinities are refused
+    with ValueError.
     """
     return render_page(title="leadline trace", body=_BODY, data=data, assets="trace_html")
