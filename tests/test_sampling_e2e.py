@@ -1243,5 +1243,6 @@ def test_a_thread_list_that_loops_ends_the_tick(tmp_path: Path, mode: str) -> No
     r, data = run_profile(tmp_path, src, "--mode", mode, "--rate", "200")
     assert r.returncode == 0 and r.stdout == "done\n", r
     names = shares(data)
-    assert {"before", "during", "after"} <= names.keys(), names
+    counts = {k: data[k] for k in ("ticks", "missed", "held", "deferred", "torn", "samples")}
+    assert {"before", "during", "after"} <= names.keys(), (names, counts)
     assert data["torn"] > 0, data["torn"]
