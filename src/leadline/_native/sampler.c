@@ -130,7 +130,6 @@ typedef struct {
     uint32_t raced; /* the fraction of its recent first walks that raced, x 2^16 (walk_thread) */
     int park;       /* it can be parked: 1 yes, -1 no (it blocks the signal), 0 not known yet */
     int gil_wait;   /* its last read found it waiting for the GIL */
-    uint32_t unfair_since; /* reads that found it busy since its last fair sample */
     /* The pages its last two walks used (a stack that moves between two shapes, a loop around
      * a call, uses two sets), first use first. */
     uint64_t pages[2][LL_PAGES_AHEAD];
@@ -446,18 +445,14 @@ static void emit(Sampler *S, uint64_t t, const Pending *p, uint64_t now) {
  * latest fair samples, from before the sampler was held up). */
 
 /* Emits what is left in a thread's pool as its sampling ends (it ended, or sampling stops):
- * what waited for the thread's next fair samples, which will not come.  It goes to the thread's
- * last fair stacks, unless the thread was read busy LL_NEAR times or more since its last fair
- * sample: then it was in a phase of its own that no fair sample stands for, and what waits is
- * that phase's, at the last stack it was found in (biased as that is).  Given back, a phase at
- * the end with no fair read lost all its weight to the phase before it (seen on a busy machine:
- * 0.3 s of CPU at the end of a program missing from its profile); at the last stack after a
- * fair one, it went to whatever a moment's read found last (a decorator's wrapper, returning). */
+ * spread over its last fair stacks, or at the last stack it was seen in if it had none. */
 static void flush_pool(Sampler *S, ThreadSlot *t, uint64_t tick) {
     uint64_t now = ll_monotonic_ns();
     uint32_t n = t->nrecent < LL_RECENT ? t->nrecent : LL_RECENT;
-    int own = n == 0 || t->unfair_since >= LL_NEAR; /* at its last stack */
-    if (own) n = 1;
+    if (n == 0) {
+        t->recent[0] = t->last_stack;
+        n = 1;
+    }
     uint64_t ticks = S->cpu_mode ? 0 : t->pool_ticks;
     if (!t->pool_ns && !ticks) return;
     if (!S->cpu_mode && ticks < n) n = ticks ? (uint32_t)ticks : 1;
@@ -466,10 +461,7 @@ static void flush_pool(Sampler *S, ThreadSlot *t, uint64_t tick) {
         uint64_t k = S->cpu_mode ? 1 : ticks / n + (i == 0 ? ticks % n : 0);
         /* Wall mode, CPU time and no tick: an idle record carries it (not a busy tick). */
         uint8_t flags = (k == 0 ? SF_IDLE : 0) | SF_GIVEN;
-        /* The newest first: recent[] is a ring, its latest at nrecent - 1. */
-        uint32_t stack =
-            own ? t->last_stack : t->recent[(t->nrecent + LL_RECENT - 1 - i) % LL_RECENT];
-        Pending p = {t->serial, stack, flags, share, 0, k ? k : 1};
+        Pending p = {t->serial, t->recent[i], flags, share, 0, k ? k : 1};
         if (k || share) emit(S, tick, &p, now);
     }
     t->pool_ns = t->pool_ticks = 0;
@@ -943,7 +935,6 @@ static int weigh(Sampler *S, ThreadSlot *slot, int idle, int is_fair, uint64_t t
         return !S->cpu_mode;
     }
     if (is_fair) {
-        slot->unfair_since = 0;
         uint64_t share_ns = (slot->pool_ns + LL_POOL_SHARE - 1) / LL_POOL_SHARE;
         uint64_t share_ticks = (slot->pool_ticks + LL_POOL_SHARE - 1) / LL_POOL_SHARE;
         p->cpu += share_ns;
@@ -954,7 +945,6 @@ static int weigh(Sampler *S, ThreadSlot *slot, int idle, int is_fair, uint64_t t
         slot->fair_tick = due_tick(S);
         return 1;
     }
-    slot->unfair_since++;
     if (!recent_fair(S, slot)) {
         /* No fair sample lately: the machine is so busy that the thread is hardly ever seen
          * running on time.  What it stands for stays where it was found, with what waited in
