@@ -79,7 +79,7 @@ native = Extension(
         "-fvisibility=hidden",
     ],
     extra_link_args=SANITIZE_FLAGS if SANITIZE else [],
-    libraries=["z", "pthread"],
+    libraries=["z", "pthread", "m"],
 )
 
 setup(

@@ -1058,8 +1058,9 @@ def test_accuracy_on_a_known_split(tmp_path: Path, mode: str) -> None:
     set aside, "heavy" lost 4 points beside two CPU hogs, and 16 on a busier host.
 
     The counts must be honest however busy the machine: every tick due was taken or counted
-    as missed, and what the samples stand for adds up to the run (the program's CPU time in
-    cpu mode; a record per tick due in wall mode, missed ones included).  Missing under 1% of
+    as missed (within the noise of a Poisson count), and what the samples stand for adds up to
+    the run (the program's CPU time in cpu mode; a record per tick due in wall mode, missed ones
+    included).  Missing under 1% of
     the ticks is a promise for a quiet machine only: one where other processes used less than
     a tenth of a core meanwhile (from /proc/stat, less what the run itself used); the program
     having a CPU to itself says nothing of the sampler's thread, which needs another."""
@@ -1088,8 +1089,10 @@ def test_accuracy_on_a_known_split(tmp_path: Path, mode: str) -> None:
     key = "of_thread_pct" if mode == "cpu" else "share_pct"
     for name, t in truth["functions"].items():
         assert abs(got[name] - t[key]) <= 2.0, (name, got[name], t, counts)
+    # The ticks are a Poisson process (test_ticks_are_a_poisson_process): how many are due in a
+    # run is a Poisson count, its standard deviation the root of its mean (0.6% of 28,000).
     due = data["duration_ns"] / 1e9 * 2000
-    assert abs(data["ticks"] + data["missed"] - due) <= 0.01 * due, (due, counts)
+    assert abs(data["ticks"] + data["missed"] - due) <= 4 * due**0.5, (due, counts)
     if mode == "cpu":
         assert abs(data["total"] - truth["thread_cpu_ns"]) <= 0.02 * truth["thread_cpu_ns"]
     else:
@@ -1097,6 +1100,33 @@ def test_accuracy_on_a_known_split(tmp_path: Path, mode: str) -> None:
     assert data["torn"] <= 0.01 * data["ticks"], counts
     if others_ns < 0.1 * data["duration_ns"]:  # a quiet machine
         assert data["missed"] < 0.01 * data["ticks"], (counts, others_ns)
+
+
+def test_ticks_are_a_poisson_process(tmp_path: Path) -> None:
+    """The time from one tick to the next is exponential, its mean the period (sampler.c,
+    next_interval; bench/tick_model.py says why: with a period and a little jitter, the next tick
+    comes at about the same point of the turns that the ticks themselves give the threads on a
+    busy CPU).  A sleeping program is read at every tick in wall mode, so its samples' times are
+    the ticks': of 1,000 gaps, an exponential law puts 39% under half the period and 14% over
+    twice it (a period with 25% jitter: none), and their spread is about their mean."""
+    src = """
+        import time
+        time.sleep(2.0)
+    """
+    r, _ = run_profile(tmp_path, src, "--mode", "wall", "--rate", "500")
+    assert r.returncode == 0, r.stderr
+    with Capture(tmp_path / "out.lead") as cap:
+        times = sorted({cap.ns(t) for t, *_ in cap.samples()})
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert len(gaps) > 600, len(gaps)
+    period = 2_000_000
+    short = sum(g < period / 2 for g in gaps) / len(gaps)
+    long = sum(g > 2 * period for g in gaps) / len(gaps)
+    mean = sum(gaps) / len(gaps)
+    sd = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5
+    summary = (len(gaps), round(short, 3), round(long, 3), round(mean), round(sd))
+    assert 0.25 < short < 0.5 and 0.07 < long < 0.22, summary
+    assert 0.75 < sd / mean < 1.3, summary
 
 
 @pytest.mark.statistical
@@ -1110,7 +1140,12 @@ def test_a_late_timer_is_no_held_up_sampler(tmp_path: Path, mode: str) -> None:
     out anywhere from 43 to 84% from what was left (a fleet test ranked the 30% one first).  Now
     the ticks at which the sampler waited for a CPU are counted as `held`: 20 to 27 of 2,000
     quiet, and 4 to 7% of the ticks beside two CPU hogs.  Each function's share must be within 4
-    standard errors (binomial, from the fair samples) and a point of what the program measured."""
+    standard errors (binomial, from the fair samples) and a point of what the program measured.
+    Beside two CPU hogs the 70% function still came out 78-80% in wall mode (CI's loaded stage
+    failed it twice in a row): ticks a period apart, give or take 25%, lined up with the turns
+    the scheduler gives the program, which begin at the ticks (test_ticks_are_a_poisson_process);
+    interleaved, six runs each way, the fair samples' error went from +2.3 to -0.4 points (wall)
+    and +3.2 to +0.8 (cpu), and pinned to one CPU beside one hog, from +15 to +0.4."""
     prog = write(tmp_path, "alternating.py", ALTERNATING)
     truth_file = tmp_path / "truth.json"
     cap = tmp_path / "alt.lead"
