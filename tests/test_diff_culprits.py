@@ -242,6 +242,12 @@ def test_a_uniform_slowdown_of_the_same_command_is_seen_per_run() -> None:
     assert doc["normalization"]["by"] == "run"
     assert doc["whole"]["sig"] == 1 and doc["whole"]["ratio"] == pytest.approx(1.301)
     assert any("whole program's time per run grew 30%" in x for x in fail_reasons(r, 5))
+    # Asked for shares (the pytest plugin's default), a uniform slowdown fails nothing: the
+    # machine's speed changes the time per run, not the shares.
+    assert shares.whole is not None and shares.whole.sig == 1 and not shares.by_run
+    assert fail_reasons(shares, 5) == []
+    per = compare(base, new, Settings(per=(1.0, 1.0), by_run=False))
+    assert any("whole program's time per run grew 30%" in x for x in fail_reasons(per, 5))
 
 
 def test_the_whole_program_is_compared_only_for_the_same_command() -> None:

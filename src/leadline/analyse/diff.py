@@ -1716,8 +1716,9 @@ def fail_reasons(result: DiffResult, pct: float) -> list[str]:
     sigma standard deviations), culprits whose new cost so taken is more than `pct` percent of
     the program's (BASE's total: a function new in NEW judged through its callers, when they
     are the program's root, whose total a share cannot show growing), and the whole program's
-    time per run likewise; one line each, worst first, the first naming the most likely cause
-    (the first culprit) unless it is that culprit's own line."""
+    time per run likewise when costs are compared per run; one line each, worst first, the
+    first naming the most likely cause (the first culprit) unless it is that culprit's own
+    line."""
     # -growth, the line, the function's rank (0: none), the culprit's rank (0: not a culprit's)
     out: list[tuple[float, str, int, int]] = []
     s = result.settings
@@ -1753,8 +1754,13 @@ def fail_reasons(result: DiffResult, pct: float) -> list[str]:
                 f"program's {what} (at least {growth:.0f}% beyond noise)"
             )
             out.append((-growth, line, result.functions[c.func].rank, i))
+    # The whole program's time only when costs are compared per run: shares (the pytest
+    # plugin's default, `diff --shares`) are asked for because they do not change with the
+    # machine's speed, and one test's CPU time per run doubled between two runs on a CI machine
+    # beside two CPU hogs, with nothing changed (148 -> 293 ms, every function about x2).
     whole = result.whole
-    if whole is not None and whole.sig > 0:
+    per_run = result.by_run or s.per is not None
+    if whole is not None and whole.sig > 0 and per_run:
         growth = (whole.delta - WHOLE_SIGMA * whole.noise) / whole.base * 100
         if growth > pct:
             out.append(
