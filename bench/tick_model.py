@@ -32,6 +32,64 @@ class Result:
     read_pct: float  # the long function's share of the fair samples
     cpu_pct: float  # its share of the program's CPU time
     samples: int
+    leadline_pct: float  # its share of the CPU the samples stand for, by leadline's rule
+    flat_pct: float  # the same by the flat rule (Weights)
+
+
+class Weights:
+    """What the fair samples stand for in cpu mode: the CPU the program used since the read
+    before (a fair read or not), which each tick hands in.
+
+    `leadline`: the sampler's rule (sampler.c, weigh): a fair sample stands for its own CPU and
+    a quarter of the pool; an unfair read's CPU goes half to one of the four latest fair
+    samples in turn, half to the pool.  A fair sample's own CPU is the time the program ran
+    before it without a break, which is longest where the program's turns are long, so the
+    rule weighs some places more than others.  `flat`: all the CPU goes to the pool, and each
+    fair sample takes the same, the mean a fair sample took lately (over 4), as long as the
+    pool holds it: no sample's weight depends on what ran just before it."""
+
+    NEAR = 4
+    POOL_SHARE = 4
+    MEAN_OVER = 4
+
+    def __init__(self) -> None:
+        self.leadline = {True: 0.0, False: 0.0}
+        self.flat = {True: 0.0, False: 0.0}
+        self._recent: list[bool] = []
+        self._paid = 0
+        self._pool = 0.0
+        self._flat_pool = 0.0
+        self._flat_since = 0.0
+        self._flat_mean = -1.0
+
+    def fair(self, in_long: bool, cpu: float) -> None:
+        share = self._pool / self.POOL_SHARE
+        self._pool -= share
+        self.leadline[in_long] += cpu + share
+        self._recent = [*self._recent[-self.NEAR + 1 :], in_long]
+        self._flat_pool += cpu
+        self._flat_since += cpu
+        m = self._flat_mean
+        m = self._flat_since if m < 0 else m + (self._flat_since - m) / self.MEAN_OVER
+        self._flat_mean, self._flat_since = m, 0.0
+        pay = min(self._flat_pool, m)
+        self._flat_pool -= pay
+        self.flat[in_long] += pay
+
+    def unfair(self, cpu: float) -> None:
+        self._flat_pool += cpu
+        self._flat_since += cpu
+        if not self._recent:
+            self._pool += cpu
+            return
+        back = cpu / 2
+        self.leadline[self._recent[-1 - self._paid % len(self._recent)]] += back
+        self._paid += 1
+        self._pool += cpu - back
+
+    @staticmethod
+    def pct(w: dict[bool, float]) -> float:
+        return 100 * w[True] / (w[True] + w[False])
 
 
 def _in_long(pos: float) -> bool:
@@ -55,6 +113,8 @@ def simulate(law: str, slice_ms: float, period_ms: float = 2.0, length_ms: float
     timer = TIMER_TICK_MS
     reads = {True: 0, False: 0}
     cpu = {True: 0.0, False: 0.0}
+    weights = Weights()
+    cpu_at_read = 0.0
 
     def other() -> str:
         return "hog" if running == "program" else "program"
@@ -86,8 +146,13 @@ def simulate(law: str, slice_ms: float, period_ms: float = 2.0, length_ms: float
             timer += TIMER_TICK_MS
             switch_if_over()
             continue
+        since = used["program"] - cpu_at_read
+        cpu_at_read = used["program"]
         if running == "program":  # the sampler takes the CPU from a running program: fair
             reads[_in_long(pos)] += 1
+            weights.fair(_in_long(pos), since)
+        else:
+            weights.unfair(since)
         t += SAMPLER_MS
         gap = (
             rnd.uniform(0.75, 1.25) * period_ms
@@ -97,7 +162,13 @@ def simulate(law: str, slice_ms: float, period_ms: float = 2.0, length_ms: float
         wake = max(event + gap, t)
         switch_if_over()
     n = reads[True] + reads[False]
-    return Result(100 * reads[True] / n, 100 * cpu[True] / (cpu[True] + cpu[False]), n)
+    return Result(
+        100 * reads[True] / n,
+        100 * cpu[True] / (cpu[True] + cpu[False]),
+        n,
+        Weights.pct(weights.leadline),
+        Weights.pct(weights.flat),
+    )
 
 
 def main() -> None:
@@ -113,6 +184,9 @@ def main() -> None:
             cpu = f"{runs[0].cpu_pct:.1f}% of the CPU ({runs[0].samples} samples)"
             print(f"turn {slice_ms} ms, {law:11} intervals: long function {reads}% of the fair "
                   f"samples; {cpu}")  # fmt: skip
+            lead = ", ".join(f"{r.leadline_pct:.1f}" for r in runs)
+            flat = ", ".join(f"{r.flat_pct:.1f}" for r in runs)
+            print(f"    of the CPU they stand for: {lead}% (leadline's rule), {flat}% (flat)")
 
 
 if __name__ == "__main__":

@@ -54,18 +54,16 @@
 #define LL_PARK_WAIT_NS 100000u
 /* A thread whose first walks raced this often lately (x 2^16: 5%) is read parked while it runs. */
 #define LL_RACY 3277u
-/* What a sample that cannot stand for where a thread's time went stands for ("fair samples",
- * below) goes half to the thread's last fair samples (the newest LL_NEAR, or up to LL_RECENT
- * for a late tick) and half to its pool, which its next fair samples take a quarter of each,
- * if the last fair one was taken within LL_RECENT_TICKS ticks of the schedule (256: beside two
- * CPU hogs and more, a window of 64 left the cpu-mode accuracy test's heaviest function 2.2
- * points low once, its samples counted where they were found); else it stays where it was
- * found, with what waited in the pool.  A torn sample, or an idle one's CPU time, goes to the
- * last fair samples (with none lately, to the pool). */
+/* What a thread's samples stand for ("fair samples", below) goes to its pool, and each fair
+ * sample takes the same from it: the mean of what came in per fair sample over about the last
+ * LL_MEAN_OVER (pay_flat), if the last fair one was taken within LL_RECENT_TICKS ticks of the
+ * schedule (256: beside two CPU hogs and more, a window of 64 left the cpu-mode accuracy
+ * test's heaviest function 2.2 points low once, its samples counted where they were found);
+ * else a sample that is not fair stays where it was found, with what waited in the pool.
+ * LL_RECENT: the last fair stacks a thread's pool goes to when its sampling ends. */
 #define LL_RECENT 32
-#define LL_NEAR 4
 #define LL_RECENT_TICKS 256
-#define LL_POOL_SHARE 4
+#define LL_MEAN_OVER 4.0
 /* A tick is on time when the sampler, woken, waited at most this long for a CPU (the kernel's
  * run-queue delay for its thread, /proc/self/task/TID/schedstat): the moment it then reads the
  * threads is the timer's, not one the scheduler chose when a running thread stopped at a system
@@ -125,7 +123,9 @@ typedef struct {
     uint32_t last_stack; /* the stack its last sample found */
     uint32_t recent[LL_RECENT]; /* its last fair samples' stacks */
     uint32_t nrecent;           /* fair samples taken (recent[] holds the last ones) */
-    uint32_t paid;              /* shares given to recent[] (which one gets the next) */
+    uint64_t since_ns, since_ticks; /* what came into the pool since its last fair sample */
+    double mean_ns, mean_ticks;     /* what a fair sample took from it lately (pay_flat) */
+    double owed_ticks;              /* wall mode: the part of a tick its next one is owed */
     uint64_t fair_tick;         /* the schedule's tick (due_tick) of its last fair sample */
     uint64_t seen; /* tick it was last seen in */
     uint32_t raced; /* the fraction of its recent first walks that raced, x 2^16 (walk_thread) */
@@ -438,12 +438,12 @@ static void emit(Sampler *S, uint64_t t, const Pending *p, uint64_t now) {
  *
  * A sample that is not fair records nothing of its own: what it stands for (the CPU time the
  * thread used since its previous sample; in wall mode also the ticks) goes to the thread's
- * latest fair samples (their stacks are recorded again); if it had none lately (a machine so
- * busy that the thread is hardly ever seen running on time), it counts where it was found,
- * biased as that is, rather than in another phase of the program.  Fair samples are fair draws whatever they weigh, so the shares are right; the
- * weights keep the sums right (CPU time used; ticks the thread was busy, missed ticks
- * included: a tick taken late stands for the ones it covers, which go, like the rest, to the
- * latest fair samples, from before the sampler was held up). */
+ * pool, which its fair samples draw on (pay_flat); if it had none lately (a machine so busy
+ * that the thread is hardly ever seen running on time), it counts where it was found, biased
+ * as that is, rather than in another phase of the program.  Fair samples are fair draws, and
+ * as each weighs what the others do, the shares are right; the pool keeps the sums right (CPU
+ * time used; ticks the thread was busy, missed ticks included: a tick taken late stands for
+ * the ones it covers). */
 
 /* Emits what is left in a thread's pool as its sampling ends (it ended, or sampling stops):
  * spread over its last fair stacks, or at the last stack it was seen in if it had none. */
@@ -468,9 +468,6 @@ static void flush_pool(Sampler *S, ThreadSlot *t, uint64_t tick) {
     t->pool_ns = t->pool_ticks = 0;
 }
 
-static void spread(Sampler *S, ThreadSlot *t, uint64_t cpu, uint64_t ticks, uint64_t tick,
-                   uint64_t now);
-
 /* This tick's place in the schedule: ticks taken and missed, this one and those it covers. */
 static uint64_t due_tick(const Sampler *S) { return S->ticks + S->missed; }
 
@@ -483,45 +480,43 @@ static int recent_fair(const Sampler *S, const ThreadSlot *t) {
     return t->nrecent && before - t->fair_tick <= LL_RECENT_TICKS;
 }
 
-/* Gives what a torn sample, or an idle one's CPU time, stands for (`cpu` ns; `ticks` in wall
- * mode) to the thread's latest fair samples, if it had one lately, a tick's (or an interval's
- * CPU time's) worth to each in turn; or else to its pool. */
-static void defer(Sampler *S, ThreadSlot *t, uint64_t cpu, uint64_t ticks, uint64_t tick,
-                  uint64_t now) {
-    if (S->cpu_mode) ticks = 0;
-    if (!cpu && !ticks) return;
-    /* In wall mode a record is a tick: CPU time alone waits for the next record. */
-    if (!recent_fair(S, t) || (!S->cpu_mode && !ticks)) {
-        t->pool_ns += cpu;
-        t->pool_ticks += ticks;
-        return;
-    }
-    spread(S, t, cpu, ticks, tick, now);
+/* What the thread used that no fair sample stands for yet (`cpu` ns; `ticks` in wall mode)
+ * goes to its pool. */
+static void to_pool(ThreadSlot *t, uint64_t cpu, uint64_t ticks) {
+    t->pool_ns += cpu;
+    t->pool_ticks += ticks;
+    t->since_ns += cpu;
+    t->since_ticks += ticks;
 }
 
-/* Spreads `cpu` ns (and `ticks`) over the thread's latest fair samples (it has some), a tick's
- * or an interval's CPU time's worth to each in turn, newest first: over as many as there are
- * pieces (a late tick that stands for many is spread over many, up to LL_RECENT), and a piece
- * or a few over the LL_NEAR newest.  Further back, the weight of a short phase of the program
- * would go to the one before it (seen beside two CPU hogs, at 500 Hz: a phase of 0.6 s and the
- * 0.2 s one after it came out 2.7 to 7.7 times as long, median 3.9 in six runs, when a piece went
- * to any of the last 32 fair samples; 3.0 to 4.5, median 3.2, over the newest 4; and 2.5 to
- * 4.0, median 3.6, against 3.4 to 132, median 4.5, once half went to the next fair samples). */
-static void spread(Sampler *S, ThreadSlot *t, uint64_t cpu, uint64_t ticks, uint64_t tick,
-                   uint64_t now) {
-    uint64_t n = t->nrecent < LL_RECENT ? t->nrecent : LL_RECENT;
-    uint64_t pieces = S->cpu_mode ? cpu / S->interval_ns : ticks;
-    if (pieces < 1) pieces = 1;
-    if (pieces > n) pieces = n;
-    uint64_t among = pieces > LL_NEAR ? pieces : (n < LL_NEAR ? n : LL_NEAR);
-    for (uint64_t i = 0; i < pieces; i++) {
-        uint64_t share = cpu / pieces + (i ? 0 : cpu % pieces);
-        uint64_t k = ticks / pieces + (i < ticks % pieces);
-        uint64_t newest = t->paid++ % among; /* 0: the latest fair sample */
-        uint32_t stack = t->recent[(t->nrecent - 1 - newest) % LL_RECENT];
-        Pending p = {t->serial, stack, SF_GIVEN, share, 0, S->cpu_mode ? 1 : k};
-        emit(S, tick, &p, now);
+/* A fair sample's weight, into *p: each takes the same from the thread's pool, the mean of what
+ * came into it per fair sample lately (each new one counts for 1/LL_MEAN_OVER), as far as the
+ * pool holds it.  A sample that took what it stood for (the CPU time since the read before it,
+ * the share of the pool that had waited for it) would weigh more where the thread runs in long
+ * turns without a break, and on a busy machine the turns begin where the scheduler stops it
+ * (at its system calls, at the ticks): bench/tick_model.py, pinned beside a CPU hog, puts a
+ * function with 75% of the CPU at 75% of the fair samples and at 77-78% of what they stood for
+ * that way (CPU time since the read before and a quarter of the pool, the unfair reads' time
+ * half to the four latest fair samples), at 74.5-75.0% flat. */
+static void pay_flat(ThreadSlot *t, Pending *p) {
+    if (t->nrecent == 0) {
+        t->mean_ns = (double)t->since_ns;
+        t->mean_ticks = (double)t->since_ticks;
+    } else {
+        t->mean_ns += ((double)t->since_ns - t->mean_ns) / LL_MEAN_OVER;
+        t->mean_ticks += ((double)t->since_ticks - t->mean_ticks) / LL_MEAN_OVER;
     }
+    t->since_ns = t->since_ticks = 0;
+    uint64_t ns = (uint64_t)(t->mean_ns + 0.5);
+    double want = t->owed_ticks + t->mean_ticks;
+    uint64_t k = (uint64_t)want;
+    t->owed_ticks = want - (double)k;
+    if (ns > t->pool_ns) ns = t->pool_ns;
+    if (k > t->pool_ticks) k = t->pool_ticks;
+    t->pool_ns -= ns;
+    t->pool_ticks -= k;
+    p->cpu = ns;
+    p->repeat = k;
 }
 
 /* Whether the sample just read can stand for where the thread's time goes.  `state`: /proc's
@@ -919,32 +914,28 @@ static int walk_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate,
 
 /* What the sample just read stands for ("fair samples", above), into *p, which comes with the
  * thread's CPU time since its previous sample and the ticks this one covers: 1 if *p is to be
- * written, 0 if it went to the thread's other samples or pool. */
-static int weigh(Sampler *S, ThreadSlot *slot, int idle, int is_fair, uint64_t t, uint64_t now,
-                 Pending *p) {
-    uint64_t cpu = p->cpu;
+ * written, 0 if it went to the thread's pool. */
+static int weigh(Sampler *S, ThreadSlot *slot, int idle, int is_fair, Pending *p) {
+    uint64_t cpu = p->cpu, ticks = S->cpu_mode ? 0 : S->covers;
     if (S->max_ticks) { /* a snapshot: each read stands for itself */
         if (idle) p->flags |= SF_IDLE;
         return 1;
     }
     if (idle) {
         /* Where a thread waits is where it waits, whenever it is read; what little CPU it
-         * used since its previous sample goes as an unfair sample's. */
+         * used since its previous sample goes to the pool. */
         p->flags |= SF_IDLE;
-        defer(S, slot, cpu, 0, t, now);
+        to_pool(slot, cpu, 0);
         p->cpu = 0;
         return !S->cpu_mode;
     }
     if (is_fair) {
-        uint64_t share_ns = (slot->pool_ns + LL_POOL_SHARE - 1) / LL_POOL_SHARE;
-        uint64_t share_ticks = (slot->pool_ticks + LL_POOL_SHARE - 1) / LL_POOL_SHARE;
-        p->cpu += share_ns;
-        p->repeat += share_ticks;
-        slot->pool_ns -= share_ns;
-        slot->pool_ticks -= share_ticks;
+        to_pool(slot, cpu, ticks);
+        pay_flat(slot, p);
         slot->recent[slot->nrecent++ % LL_RECENT] = p->stack;
         slot->fair_tick = due_tick(S);
-        return 1;
+        /* Wall mode: a record is a tick (it takes one at least: each brings its own). */
+        return S->cpu_mode || p->repeat > 0;
     }
     if (!recent_fair(S, slot)) {
         /* No fair sample lately: the machine is so busy that the thread is hardly ever seen
@@ -954,19 +945,11 @@ static int weigh(Sampler *S, ThreadSlot *slot, int idle, int is_fair, uint64_t t
          * report, its time given to the function before it). */
         p->cpu += slot->pool_ns;
         p->repeat += slot->pool_ticks;
-        slot->pool_ns = slot->pool_ticks = 0;
+        slot->pool_ns = slot->pool_ticks = slot->since_ns = slot->since_ticks = 0;
         return 1;
     }
-    /* Half to the latest fair samples, half to the next ones (the pool): a phase of the
-     * program gives as much to the one before it as it takes from the one after. */
-    uint64_t ticks = S->cpu_mode ? 0 : S->covers;
     S->deferred++;
-    /* An odd tick goes back or forward in turn; in wall mode a record is a tick. */
-    uint64_t back_ticks = ticks / 2 + ((ticks & 1) && (S->deferred & 1));
-    uint64_t back_cpu = S->cpu_mode || back_ticks ? cpu / 2 : 0;
-    if (back_cpu || back_ticks) spread(S, slot, back_cpu, back_ticks, t, now);
-    slot->pool_ns += cpu - back_cpu;
-    slot->pool_ticks += ticks - back_ticks;
+    to_pool(slot, cpu, ticks);
     return 0;
 }
 
@@ -1071,8 +1054,8 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
      * (seen: 48 MB grown in steps between 40 ms sleeps given to the fork that followed). */
     if (idle && S->rss_grew && (used || c2 > c1)) idle = 0;
     if (status != LL_WALK_OK) {
-        S->torn++; /* what it stands for goes, as the thread's other samples' */
-        defer(S, slot, cpu, idle ? 0 : S->covers, t, now);
+        S->torn++; /* what it stands for goes to the pool, as an unfair sample's */
+        to_pool(slot, cpu, idle || S->cpu_mode ? 0 : S->covers);
         return THREAD_SKIPPED;
     }
     uint32_t stack = ll_intern_walk(&S->st, task ? ll_intern_stack(&S->st, 0, task, 0) : 0, n);
@@ -1088,7 +1071,7 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
     if (exc) flags |= SF_EXCEPTION;
     Pending p = {slot->serial, stack, flags, cpu, 0, S->covers};
     int is_fair = !idle && (S->rss_grew || (drawn && fair(S, slot, state, used, c1, c2)));
-    if (!weigh(S, slot, idle, is_fair, t, now, &p))
+    if (!weigh(S, slot, idle, is_fair, &p))
         return THREAD_SKIPPED;
     if (truncated) S->truncated++;
     if (S->cpu_mode) p.repeat = 1;
@@ -1155,9 +1138,10 @@ static int sample_threads(Sampler *S, Target *T, uint64_t tstate, uint64_t t, ui
 
 /* The process's RSS growth since it was last read (pages), read once a tick before its threads
  * are: a tick in which it grew takes every thread sample where it was found (sample_thread), so
- * that the growth goes to the code that was running, not to the thread's latest fair samples,
- * which at a phase change are still the phase before (seen: a function that allocated 64 MB
- * shown with 30 of them, the other 34 given to the phase after it). */
+ * that the growth goes to the code that was running, not to other samples of the thread (its
+ * latest fair ones, as they once were: at a phase change still the phase before; seen: a
+ * function that allocated 64 MB shown with 30 of them, the other 34 given to the phase after
+ * it). */
 static int64_t read_rss(Target *T) {
     char buf[128];
     ssize_t r = T->statm_fd >= 0 ? pread(T->statm_fd, buf, sizeof buf - 1, 0) : -1;
