@@ -26,41 +26,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DUMP_GRACE_S = 10.0
 
 
-# A program that runs two functions in turn, each call a few milliseconds (shorter than the
-# sampler's interval at 100 to 500 Hz): slow_part does SLOW (environment, default 1) times 10,000
-# squares, fast_part 20,000 sums, for SECONDS (default 4).  Given a path, it writes there the CPU
-# time each took, measured around each call (the truth a profile's shares are judged against).
-ALTERNATING = """
-    import json, os, sys, time
-    SLOW = int(os.environ.get("SLOW", "1"))
-    SECONDS = float(os.environ.get("SECONDS", "4"))
-
-    def slow_part(n):
-        s = 0
-        for i in range(n * SLOW):
-            s += i * i
-        return s
-
-    def fast_part(n):
-        s = 0
-        for i in range(n):
-            s += i
-        return s
-
-    spent = {"slow_part": 0, "fast_part": 0}
-    t = time.time()
-    while time.time() - t < SECONDS:
-        c0 = time.thread_time_ns()
-        slow_part(10000)
-        c1 = time.thread_time_ns()
-        fast_part(20000)
-        spent["slow_part"] += c1 - c0
-        spent["fast_part"] += time.thread_time_ns() - c1
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
-            json.dump(spent, f)
-    print("done")
-"""
+# A program that runs two functions in turn, each call a few milliseconds, and measures the
+# CPU time each took (bench/workloads/alternating.py says how).
+ALTERNATING = (
+    Path(__file__).resolve().parent.parent / "bench" / "workloads" / "alternating.py"
+).read_text(encoding="utf-8")
 
 
 class ChildTimeout(AssertionError):
