@@ -15,10 +15,11 @@ functions in points against the program's own figure:
 The hogs are plain busy loops, one per core (``--hogs``), started before a round and stopped
 after it; ``--pinned`` puts one hog, the program and its sampler on CPU 0 instead (a CPU shared
 three ways).  The candidates are Pythons with leadline installed (``NAME=PYTHON``, comma
-separated), run in turn within each round (A B, A B, ...).
+separated), run in turn within each round (A B, A B, ...); the harness itself reads the captures
+with the leadline of the Python that runs it.
 
-    python bench/busy_accuracy.py --candidates before=/tmp/a/bin/python,after=.venv/bin/python \\
-        --rounds 6 [--pinned] [--name busy-accuracy]
+    .venv/bin/python bench/busy_accuracy.py \\
+        --candidates before=/tmp/a/bin/python,after=.venv/bin/python --rounds 6 [--pinned]
 
 Writes ``bench/results/<name>-<date>.md`` and ``.json``.  See bench/README.md.
 """
@@ -37,7 +38,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
 sys.path.insert(0, str(HERE))
 
 from common import cpus_and_load, machine, markdown_table  # noqa: E402
