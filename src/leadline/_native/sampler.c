@@ -498,7 +498,7 @@ static void to_pool(ThreadSlot *t, uint64_t cpu, uint64_t ticks) {
  * function with 75% of the CPU at 75% of the fair samples and at 77-78% of what they stood for
  * that way (CPU time since the read before and a quarter of the pool, the unfair reads' time
  * half to the four latest fair samples), at 74.5-75.0% flat. */
-static void pay_flat(ThreadSlot *t, Pending *p) {
+static void pay_flat(const Sampler *S, ThreadSlot *t, Pending *p) {
     if (t->nrecent == 0) {
         t->mean_ns = (double)t->since_ns;
         t->mean_ticks = (double)t->since_ticks;
@@ -508,13 +508,20 @@ static void pay_flat(ThreadSlot *t, Pending *p) {
     }
     t->since_ns = t->since_ticks = 0;
     uint64_t ns = (uint64_t)(t->mean_ns + 0.5);
-    double want = t->owed_ticks + t->mean_ticks;
-    uint64_t k = (uint64_t)want;
-    t->owed_ticks = want - (double)k;
     if (ns > t->pool_ns) ns = t->pool_ns;
-    if (k > t->pool_ticks) k = t->pool_ticks;
+    /* Its records: in wall mode a record is a tick; in cpu mode one stands for a period of
+     * CPU time, as a pprof's or Pyroscope's sample count does (so many records of a fair
+     * sample that takes several periods), one at least.  What a record more or less leaves
+     * over (at most one) is owed to the next. */
+    double want = t->owed_ticks + (S->cpu_mode ? (double)ns / (double)S->interval_ns
+                                               : t->mean_ticks);
+    uint64_t k = want >= 1.0 ? (uint64_t)want : 1;
+    if (!S->cpu_mode && k > t->pool_ticks) k = t->pool_ticks;
+    t->owed_ticks = want - (double)k;
+    if (t->owed_ticks < -1.0) t->owed_ticks = -1.0;
+    if (t->owed_ticks > 1.0) t->owed_ticks = 1.0;
     t->pool_ns -= ns;
-    t->pool_ticks -= k;
+    if (!S->cpu_mode) t->pool_ticks -= k;
     p->cpu = ns;
     p->repeat = k;
 }
@@ -917,6 +924,7 @@ static int walk_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate,
  * written, 0 if it went to the thread's pool. */
 static int weigh(Sampler *S, ThreadSlot *slot, int idle, int is_fair, Pending *p) {
     uint64_t cpu = p->cpu, ticks = S->cpu_mode ? 0 : S->covers;
+    if (S->cpu_mode) p->repeat = 1; /* but a fair sample's (pay_flat) */
     if (S->max_ticks) { /* a snapshot: each read stands for itself */
         if (idle) p->flags |= SF_IDLE;
         return 1;
@@ -931,7 +939,7 @@ static int weigh(Sampler *S, ThreadSlot *slot, int idle, int is_fair, Pending *p
     }
     if (is_fair) {
         to_pool(slot, cpu, ticks);
-        pay_flat(slot, p);
+        pay_flat(S, slot, p);
         slot->recent[slot->nrecent++ % LL_RECENT] = p->stack;
         slot->fair_tick = due_tick(S);
         /* Wall mode: a record is a tick (it takes one at least: each brings its own). */
@@ -1074,7 +1082,6 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
     if (!weigh(S, slot, idle, is_fair, &p))
         return THREAD_SKIPPED;
     if (truncated) S->truncated++;
-    if (S->cpu_mode) p.repeat = 1;
     *out = p;
     return THREAD_PENDING;
 }
