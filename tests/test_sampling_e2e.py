@@ -234,10 +234,11 @@ def test_wall_mode_counts_a_thread_waiting_for_a_cpu_as_busy(tmp_path: Path) -> 
     _, data = run_profile(tmp_path, src, "--rate", "500")
     seconds = float((tmp_path / "busy.txt").read_text())
     busy = {f["name"]: f for f in data["functions"]}["busy"]
-    # Ticks taken and missed stand for the whole second: 500 samples, less what the jitter of
-    # 500 intervals moves (under 1%), and the few the start and end of `busy` share with
-    # the lines around it.
-    assert 0.9 * seconds * 500 < busy["total"] < 1.05 * seconds * 500 + 5
+    # Ticks taken and missed stand for the whole second: 500 samples, within the noise of a
+    # Poisson count (sd 22: the ticks are a Poisson process), less the few the start and end
+    # of `busy` share with the lines around it.
+    due = seconds * 500
+    assert 0.9 * due - 4 * due**0.5 < busy["total"] < due + 4 * due**0.5 + 5
 
 
 PIPELINE = """
