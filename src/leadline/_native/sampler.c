@@ -125,7 +125,7 @@ typedef struct {
     uint32_t nrecent;           /* fair samples taken (recent[] holds the last ones) */
     uint64_t since_ns, since_ticks; /* what came into the pool since its last fair sample */
     double mean_ns, mean_ticks;     /* what a fair sample took from it lately (pay_flat) */
-    double owed_ticks;              /* wall mode: the part of a tick its next one is owed */
+    double owed_ticks; /* the part of a record (a tick; cpu mode: a period) its next is owed */
     uint64_t fair_tick;         /* the schedule's tick (due_tick) of its last fair sample */
     uint64_t seen; /* tick it was last seen in */
     uint32_t raced; /* the fraction of its recent first walks that raced, x 2^16 (walk_thread) */
