@@ -48,6 +48,20 @@ threading.Thread(target=backtrack, name="regex", daemon=True).start()
 keep_busy()
 """
 
+# A thread that hashes in C without the GIL (hashlib lets it go for a large input) while the
+# main thread sleeps: running, but neither holding the GIL nor waiting for it.
+HASHING = """
+import hashlib, threading, time
+
+def hash_forever(data):
+    while True:
+        hashlib.sha256(data).digest()
+
+threading.Thread(target=hash_forever, args=(bytes(32 << 20),), name="hasher", daemon=True).start()
+print("ready", flush=True)
+time.sleep(600)
+"""
+
 # Two threads that each hold one lock and wait for the other's; the main thread joins them.
 DEADLOCK = """
 import threading
@@ -144,6 +158,18 @@ def test_a_thread_that_holds_the_gil_forever(tmp_path: Path) -> None:
     main = next(t for t in data["threads"] if t["tid"] == proc.pid)
     assert main["state"] == "idle" and main["gil"] == "wait", main
     assert names(main)[-1] == "<module>", main
+
+
+def test_a_thread_in_c_without_the_gil(tmp_path: Path) -> None:
+    # A runnable thread that does not hold the GIL is watched for a while (a thread woken from
+    # its wait on the GIL goes back to it): one in C without the GIL is still found running.
+    with target(tmp_path, HASHING, settle=0.3) as proc:
+        data = dump_json(proc, tmp_path)
+    (hasher,) = [t for t in data["threads"] if t["tid"] != proc.pid]
+    assert names(hasher)[0] == "hash_forever", hasher
+    assert hasher["state"] == "running" and hasher["gil"] == "none", hasher
+    main = next(t for t in data["threads"] if t["tid"] == proc.pid)
+    assert main["state"] == "idle" and main["gil"] == "none", main
 
 
 def test_a_deadlocked_program(tmp_path: Path) -> None:

@@ -579,11 +579,13 @@ static void read_interp(Target *T, uint64_t interp) {
  * /proc says it is blocked in is a futex wait on a word of that variable (glibc's condition
  * variable waits on words inside it).  Costs an open and a read of /proc: asked only of a
  * thread that ran lately or waited for the GIL at its last read. */
-static int waits_for_gil(const Target *T, const ThreadSlot *t) {
+static int sleeps_on_gil(const Target *T, const ThreadSlot *t, int *runnable) {
     const LLLayout *L = &T->proc.layout;
+    *runnable = 0;
     if (!T->gil || t->tid <= 0 || L->gil_cond < 0 || L->gil_cond_size <= 0) return 0;
     char buf[256];
     if (read_task_file(T->pid, t->tid, "syscall", buf, sizeof buf) <= 0) return 0;
+    *runnable = strncmp(buf, "running", 7) == 0;
     char *end;
     long nr = strtol(buf, &end, 10);
     if (end == buf || nr != SYS_futex) return 0;
@@ -592,12 +594,34 @@ static int waits_for_gil(const Target *T, const ThreadSlot *t) {
     return uaddr >= cond && uaddr < cond + (uint64_t)L->gil_cond_size;
 }
 
+static int waits_for_gil(const Target *T, const ThreadSlot *t) {
+    int runnable;
+    return sleeps_on_gil(T, t, &runnable);
+}
+
+/* The same for a snapshot, which has no earlier read to go by.  /proc names no system call for
+ * a runnable thread, and a thread waiting for the GIL is woken every switch interval (5 ms) to
+ * ask the holder for it: on a busy machine it may then wait for a CPU for milliseconds before
+ * it goes back to sleep on the GIL.  So a runnable thread is asked again, every 100 µs, for up
+ * to LL_SNAPSHOT_GIL_NS: one in C code without the GIL stays runnable (or blocks elsewhere). */
+#define LL_SNAPSHOT_GIL_NS 100000000u
+static int snapshot_waits_for_gil(const Target *T, const ThreadSlot *t) {
+    uint64_t until = ll_monotonic_ns() + LL_SNAPSHOT_GIL_NS;
+    int runnable;
+    for (;;) {
+        if (sleeps_on_gil(T, t, &runnable)) return 1;
+        if (!runnable || ll_monotonic_ns() >= until) return 0;
+        struct timespec pause = {0, 100000};
+        nanosleep(&pause, NULL);
+    }
+}
+
 /* The thread and the GIL at this read (SF_GIL_*): holding it, waiting for it (asleep on it),
  * or neither (running without it, in C code that let it go, or idle); 0 when the interpreter's
  * GIL could not be read.  An idle thread is asked whether it waits for the GIL if it ran
  * lately or waited at its last read; with `ask` (a snapshot, which has no last read) every
- * thread that does not hold it is: one woken from its wait on the GIL (every 5 ms, to ask the
- * holder for it) and not yet back on a CPU is runnable, and still inside that wait. */
+ * thread that does not hold it is, and a runnable one is watched until it sleeps again
+ * (snapshot_waits_for_gil). */
 static uint8_t gil_state(const Target *T, ThreadSlot *slot, uint64_t tstate, int idle,
                          uint64_t now, int ask) {
     if (!T->gil) return 0;
@@ -605,8 +629,12 @@ static uint8_t gil_state(const Target *T, ThreadSlot *slot, uint64_t tstate, int
         slot->gil_wait = 0;
         return SF_GIL_HELD;
     }
-    int lately = ask || (slot->ran_ns && now - slot->ran_ns <= LL_RAN_LATELY_NS);
-    slot->gil_wait = (idle || ask) && (lately || slot->gil_wait) && waits_for_gil(T, slot);
+    if (ask) {
+        slot->gil_wait = snapshot_waits_for_gil(T, slot);
+        return slot->gil_wait ? SF_GIL_WAIT : SF_GIL_NONE;
+    }
+    int lately = slot->ran_ns && now - slot->ran_ns <= LL_RAN_LATELY_NS;
+    slot->gil_wait = idle && (lately || slot->gil_wait) && waits_for_gil(T, slot);
     return slot->gil_wait ? SF_GIL_WAIT : SF_GIL_NONE;
 }
 
