@@ -62,6 +62,42 @@ print("ready", flush=True)
 time.sleep(600)
 """
 
+# Local variables of every kind dump --locals shows, in a function asleep, its caller (a cell
+# and a closure), and a worker thread.
+LOCALS = """
+import threading, time
+
+def inner(count, label, ratio, data, items, table, flag, nothing, big, huge, neg, obj, text):
+    total = count * 2
+    empty = []
+    time.sleep(600)
+
+def outer():
+    shared = "captured"
+    def closure():
+        return shared
+    inner(42, "hello\\nworld", 0.1, b"\\x00ab", [1, 2, 3], {"a": 1}, True, None, 2**100,
+          2**200, -7, object(), "x" * 500)
+
+def worker(started):
+    mine = "worker's"
+    started.set()
+    time.sleep(600)
+
+def spin(started):
+    total = 0
+    started.set()
+    while True:
+        total += sum(range(100))
+
+for f in (worker, spin):
+    started = threading.Event()
+    threading.Thread(target=f, args=(started,), daemon=True).start()
+    started.wait()
+print("ready", flush=True)
+outer()
+"""
+
 # Two threads that each hold one lock and wait for the other's; the main thread joins them.
 DEADLOCK = """
 import threading
@@ -104,8 +140,8 @@ def target(tmp_path: Path, source: str, settle: float = 0.0) -> Iterator[subproc
         proc.wait()
 
 
-def dump_json(proc: subprocess.Popen[str], tmp_path: Path) -> dict[str, Any]:
-    r = leadline("dump", proc.pid, "--json", cwd=tmp_path, check=True)
+def dump_json(proc: subprocess.Popen[str], tmp_path: Path, *more: str) -> dict[str, Any]:
+    r = leadline("dump", proc.pid, "--json", *more, cwd=tmp_path, check=True)
     data: dict[str, Any] = json.loads(r.stdout)
     assert data["pid"] == proc.pid and data["python_version"] == f"3.{sys.version_info[1]}"
     return data
@@ -170,6 +206,70 @@ def test_a_thread_in_c_without_the_gil(tmp_path: Path) -> None:
     assert hasher["state"] == "running" and hasher["gil"] == "none", hasher
     main = next(t for t in data["threads"] if t["tid"] == proc.pid)
     assert main["state"] == "idle" and main["gil"] == "none", main
+
+
+def variables(frame: dict[str, Any]) -> dict[str, str]:
+    return {v["name"]: v["repr"] for v in frame["locals"]}
+
+
+def test_locals_of_every_frame(tmp_path: Path) -> None:
+    with target(tmp_path, LOCALS, settle=0.3) as proc:
+        data = dump_json(proc, tmp_path, "--locals")
+        one = dump_json(proc, tmp_path, "--locals", "1")
+        plain = dump_json(proc, tmp_path)
+        text = leadline("dump", proc.pid, "--locals", cwd=tmp_path, check=True).stdout
+    main = next(t for t in data["threads"] if t["tid"] == proc.pid)
+    assert names(main) == ["inner", "outer", "<module>"], main
+    inner, outer, module = main["frames"]
+    got = variables(inner)
+    obj = got.pop("obj")
+    assert obj.startswith("<object object at 0x"), obj
+    assert got == {
+        "count": "42",
+        "label": repr("hello\nworld"),
+        "ratio": "0.1",
+        "data": repr(b"\x00ab"),
+        "items": "<list of 3 items>",
+        "table": "<dict of 1 item>",
+        "flag": "True",
+        "nothing": "None",
+        "big": str(2**100),
+        "huge": "<int of 210 bits>",  # 201 bits, in seven 30-bit digits: not read
+        "neg": "-7",
+        "text": repr("x" * 200) + "…",  # cut at 200 characters, and said
+        "total": "84",
+        "empty": "[]",
+    }, got
+    assert {v["name"]: v["type"] for v in inner["locals"]}["obj"] == "object"
+    # The caller's own cell (read through it) and its closure; the module's frame has none.
+    closure = variables(outer).pop("closure")
+    assert variables(outer)["shared"] == "'captured'" and "function" in closure, outer
+    assert module["locals"] == []
+    # Every thread's frames: the worker's, whose string needs double quotes.
+    threads = {names(t)[0]: t for t in data["threads"] if t["tid"] != proc.pid}
+    assert variables(threads["worker"]["frames"][0])["mine"] == '"worker\'s"', threads
+    # A thread running a loop is stopped while its variables are read (an int that changes
+    # at every turn, whose memory the loop's range objects reuse), and goes on afterwards.
+    totals = []
+    for snap in (data, one):
+        spinner = next(t for t in snap["threads"] if t["frames"] and names(t)[0] == "spin")
+        (total,) = [v for v in spinner["frames"][0]["locals"] if v["name"] == "total"]
+        assert total["type"] == "int" and total["repr"].isdigit(), spinner
+        totals.append(int(total["repr"]))
+    assert totals[1] > totals[0], totals
+    # --locals 1: the innermost frame only; without --locals, no locals at all.
+    main_one = next(t for t in one["threads"] if t["tid"] == proc.pid)
+    assert variables(main_one["frames"][0]) == {**got, "obj": obj}
+    assert all(f["locals"] == [] for f in main_one["frames"][1:]), main_one
+    assert all("locals" not in f for t in plain["threads"] for f in t["frames"]), plain
+    # The text shows each variable under its frame.
+    assert "    inner (target.py:" in text and "        count = 42\n" in text, text
+    assert "        shared = 'captured'\n" in text, text
+
+
+def test_locals_bad_count_is_one_line(tmp_path: Path) -> None:
+    r = leadline("dump", "1", "--locals", "0", cwd=tmp_path)
+    assert r.returncode == 2 and "--locals" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 def test_a_deadlocked_program(tmp_path: Path) -> None:

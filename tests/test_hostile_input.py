@@ -358,6 +358,15 @@ BAD_END: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("thread name number", lambda e: {**e, "threads": {"1": 7}}),
     ("thread_tids nested", lambda e: {**e, "thread_tids": {"1": {"name": "x"}}}),
     ("missed float", lambda e: {**e, "missed": 1.5}),
+    ("locals not a list", lambda e: {**e, "locals": {"x": "1"}}),
+    ("local without repr", lambda e: {**e, "locals": [{"serial": 1, "frame": 0, "name": "x"}]}),
+    (
+        "local repr number",
+        lambda e: {
+            **e,
+            "locals": [{"serial": 1, "frame": 0, "name": "x", "type": "int", "repr": 1}],
+        },
+    ),
 ]
 
 

@@ -115,11 +115,29 @@ FIELDS: list[tuple[str, str, int, int]] = [
     ("dict_unicode_entry_size", "sizeof(PyDictUnicodeEntry)", 11, 13),
     # A task's name may be an int (3.13+ number unnamed tasks lazily): its type's flags say
     # which, and its digits are read as CPython stores them.
-    ("type_flags", "offsetof(PyTypeObject, tp_flags)", 11, 15),
-    ("long_size", "offsetof(PyVarObject, ob_size)", 11, 11),
+    ("type_flags", "offsetof(PyTypeObject, tp_flags)", 10, 15),
+    ("long_size", "offsetof(PyVarObject, ob_size)", 10, 11),
     ("long_size", "offsetof(PyLongObject, long_value.lv_tag)", 12, 15),
-    ("long_digits", "offsetof(PyLongObject, ob_digit)", 11, 11),
+    ("long_digits", "offsetof(PyLongObject, ob_digit)", 10, 11),
     ("long_digits", "offsetof(PyLongObject, long_value.ob_digit)", 12, 15),
+    # dump --locals: a frame's local variables (3.10: the code's plain locals, co_varnames;
+    # 3.11+: every fast local, cells and free variables with their kinds), 3.14+ as tagged
+    # stack references, and the few objects whose values are shown rather than named.
+    ("frame_localsplus", "offsetof(PyFrameObject, f_localsplus)", 10, 10),
+    ("frame_localsplus", "offsetof(_PyInterpreterFrame, localsplus)", 11, 15),
+    ("code_localsplusnames", "offsetof(PyCodeObject, co_varnames)", 10, 10),
+    ("code_localsplusnames", "offsetof(PyCodeObject, co_localsplusnames)", 11, 15),
+    ("code_localspluskinds", "offsetof(PyCodeObject, co_localspluskinds)", 11, 15),
+    ("code_cellvars", "offsetof(PyCodeObject, co_cellvars)", 10, 10),
+    ("code_freevars", "offsetof(PyCodeObject, co_freevars)", 10, 10),
+    ("code_nlocalsplus", "offsetof(PyCodeObject, co_nlocals)", 10, 10),
+    ("code_nlocalsplus", "offsetof(PyCodeObject, co_nlocalsplus)", 11, 15),
+    ("stackref_tag_bits", "Py_TAG_BITS", 14, 15),
+    ("type_name", "offsetof(PyTypeObject, tp_name)", 10, 15),
+    ("tuple_items", "offsetof(PyTupleObject, ob_item)", 10, 15),
+    ("float_value", "offsetof(PyFloatObject, ob_fval)", 10, 15),
+    ("cell_ref", "offsetof(PyCellObject, ob_ref)", 10, 15),
+    ("dict_used", "offsetof(PyDictObject, ma_used)", 10, 15),
 ]
 # Fields of objects whose structs are in no header (the C Task of _asyncio): measured by
 # running the interpreter, which finds a task's own name and coroutine objects in its bytes.
@@ -222,6 +240,7 @@ PROBE = """\
 #if PY_VERSION_HEX >= 0x030E0000
 #include "internal/pycore_debug_offsets.h"
 #include "internal/pycore_interpframe_structs.h"
+#include "internal/pycore_stackref.h"
 #endif
 int main(void) {
 %s

@@ -8,10 +8,11 @@ does nothing fails here instead of passing valgrind unseen:
             fork() while recording (the writer and sampler threads joined and restarted)
   read      reader.c: the event decoder, the aggregator, the RSS timeline decoder, and damaged
             payloads fed to each
-  sample    sampler.c, stackwalk.c, procmem.c, tasks.c: leadline.profile in this process (with
-            memory, a thread and a fork), asyncio tasks taking turns (--async all), the same
-            with --subprocesses finding a child Python, `attach`
-            to another Python process (inspect_process, the ELF symbol lookup, remote reads),
+  sample    sampler.c, stackwalk.c, procmem.c, tasks.c, locals.c: leadline.profile in this
+            process (with memory, a thread and a fork), asyncio tasks taking turns (--async
+            all), the same with --subprocesses finding a child Python, `attach`
+            to another Python process (inspect_process, the ELF symbol lookup, remote reads)
+            and a snapshot of it with its local variables (dump --locals),
             line tables and _Py_DebugOffsets tables, good and damaged
   marks     marks.c: mark/span/MarkHandler with nothing listening, then into a trace, a profile
             and a probe capture (Journal); long fields, long names, a full chunk
@@ -303,6 +304,8 @@ c = child(30)
 info = inspect_process(c.pid)
 assert info["minor"] == sys.version_info[1], info
 attached = attach(c.pid, OUT / "attach.lead", ProfileOptions(rate_hz=500, memory=True), 1.5)
+# A snapshot with the local variables of every frame (dump --locals: locals.c).
+attach(c.pid, OUT / "dump.lead", ProfileOptions(ticks=1, locals=64), 5.0)
 c.kill()
 c.wait()
 with Capture(OUT / "attach.lead") as cap:
@@ -310,6 +313,10 @@ with Capture(OUT / "attach.lead") as cap:
 remote_names = {fr.name for fr in remote.frames}
 assert remote.samples > 0 and any("child_spin" in n for n in remote_names), remote_names
 ran["attach_samples"] = remote.samples
+with Capture(OUT / "dump.lead") as cap:
+    variables = {v["name"]: v["repr"] for v in cap.end.get("locals") or []}
+assert {"seconds", "end", "n"} <= set(variables) and variables["seconds"] == "30.0", variables
+ran["dump_locals"] = len(variables)
 ran["attach_layout"] = info["layout_source"]
 
 # Line tables and debug-offset tables (what the sampler decodes from another process).

@@ -122,10 +122,13 @@ class Sampler:
         max_depth: int = ...,
         tasks: int = ...,
         ticks: int = ...,
+        locals: int = ...,
     ) -> None: ...
     def finish(self) -> dict[str, Any]:
         """Stops sampling: {ticks, samples, missed, torn, deferred, retried, truncated,
-        sampler_cpu_ns, t_end, reads, tick_ns, stacks, functions, processes, exit_t}."""
+        sampler_cpu_ns, t_end, reads, tick_ns, stacks, functions, processes, exit_t, parked,
+        held, gil_reads, locals}; locals: (serial, frame, kind, name, type, value) each, the
+        last three bytes (record/locals.py)."""
     def close(self, end: EndPayload, /) -> dict[str, Any]: ...
     def before_fork(self) -> None: ...
     def resume(self, later: bool = ...) -> None: ...

@@ -13,6 +13,14 @@
 #define LL_PAGE 4096
 #define LL_PAGE_SLOTS 64
 
+/* The bits of a type's flags (tp_flags) that say which built-in type it is or derives from. */
+#define LL_TPFLAGS_LONG (1UL << 24)
+#define LL_TPFLAGS_LIST (1UL << 25)
+#define LL_TPFLAGS_TUPLE (1UL << 26)
+#define LL_TPFLAGS_BYTES (1UL << 27)
+#define LL_TPFLAGS_UNICODE (1UL << 28)
+#define LL_TPFLAGS_DICT (1UL << 29)
+
 /* Pages a round of reads used, read again together by ll_mem_refresh. */
 #define LL_PAGES_AHEAD 16
 

@@ -27,11 +27,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "leadline.h"
+#include "locals.h"
 #include "procmem.h"
 #include "stackwalk.h"
 #include "tasks.h"
@@ -131,6 +134,8 @@ typedef struct {
     uint32_t raced; /* the fraction of its recent first walks that raced, x 2^16 (walk_thread) */
     int park;       /* it can be parked: 1 yes, -1 no (it blocks the signal), 0 not known yet */
     int gil_wait;   /* its last read found it waiting for the GIL */
+    int held_running; /* a snapshot stopped it, running, to read its variables (hold_thread) */
+    uint64_t held_ns, held_total_ns; /* when it was stopped; for how long, in all */
     /* The pages its last two walks used (a stack that moves between two shapes, a loop around
      * a call, uses two sets), first use first. */
     uint64_t pages[2][LL_PAGES_AHEAD];
@@ -189,6 +194,10 @@ typedef struct {
     /* Ticks to take, then stop (0: until stopped); every read is then written as it was read,
      * where it was found (a snapshot: `leadline dump`), none weighed against the others. */
     uint64_t max_ticks;
+    /* A snapshot's innermost frames whose local variables are read (dump --locals), and what
+     * was read of them (records of locals.h). */
+    int locals_frames;
+    LLLocals locals;
     Target *targets;
     int ntargets, ctargets;
     pid_t *known; /* descendants seen (Python or not), for --subprocesses */
@@ -1036,7 +1045,7 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
     /* Another process's thread is asked for its state (schedstat is too coarse to tell);
      * a thread of this process that used no CPU since its last sample is not running (its
      * clock counts the time it has been on a CPU up to now). */
-    int state = slot->clock ? -1 : is_running(slot);
+    int state = slot->clock ? -1 : slot->held_running ? 1 : is_running(slot);
     if (S->cpu_mode && used == 0 && state != 1)
         return THREAD_SKIPPED; /* CPU mode: only threads that ran */
     int n = 0, truncated = 0, gone = 0, drawn = 1;
@@ -1103,6 +1112,9 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
     uint32_t gc = gil == SF_GIL_HELD && T->gc_collecting && stack ? ll_gc_func(&S->st) : 0;
     if (gc) stack = ll_intern_stack(&S->st, stack, gc, 0);
     slot->last_stack = stack;
+    /* A snapshot with --locals: the innermost frames' variables, read just after their walk. */
+    for (int i = 0; i < S->locals_frames && i < n; i++)
+        ll_frame_locals(&S->locals, &T->proc, S->st.frame_addr[i], slot->serial, i);
     uint8_t flags = (uint8_t)((truncated ? SF_TRUNCATED : 0) | gil);
     if (exc) flags |= SF_EXCEPTION;
     Pending p = {slot->serial, stack, flags, cpu, 0, S->covers};
@@ -1112,6 +1124,49 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
     if (truncated) S->truncated++;
     *out = p;
     return THREAD_PENDING;
+}
+
+/* dump --locals: a thread of another process found running is stopped while its stack and
+ * variables are read (PTRACE_SEIZE, then PTRACE_INTERRUPT: no signal, nothing the process or
+ * its parent sees), as a variable of a running frame changes under the reads, and an object
+ * it held may be freed and its memory reused meanwhile (seen: a loop's int counter read as a
+ * range object).  Its thread state is read again once it is stopped.  The signal to give back
+ * when it goes on (one that arrived meanwhile), 0; -1: not stopped (not running, not a
+ * snapshot with --locals, or ptrace refused: then read as it runs). */
+static int hold_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate, uint8_t *ts,
+                       size_t ts_size) {
+    slot->held_running = 0;
+    if (!S->locals_frames || slot->clock || slot->tid <= 0 || is_running(slot) != 1) return -1;
+    if (ptrace(PTRACE_SEIZE, slot->tid, 0, 0)) return -1;
+    int status = 0, sig = 0;
+    if (ptrace(PTRACE_INTERRUPT, slot->tid, 0, 0)) {
+        ptrace(PTRACE_DETACH, slot->tid, 0, 0);
+        return -1;
+    }
+    for (;;) {
+        pid_t r = waitpid(slot->tid, &status, __WALL);
+        if (r == slot->tid) break;
+        if (r < 0 && errno != EINTR) {
+            ptrace(PTRACE_DETACH, slot->tid, 0, 0);
+            return -1;
+        }
+    }
+    if (!WIFSTOPPED(status)) return -1; /* it ended */
+    /* Stopped by the interrupt, or at a signal that arrived first: given back on release. */
+    if ((status >> 16) != PTRACE_EVENT_STOP) sig = WSTOPSIG(status);
+    slot->held_running = 1;
+    slot->held_ns = ll_monotonic_ns();
+    ll_mem_forget(&T->proc.mem);
+    uint8_t fresh[256];
+    if (ts_size <= sizeof fresh && !ll_mem_read(&T->proc.mem, tstate, fresh, ts_size))
+        memcpy(ts, fresh, ts_size);
+    return sig;
+}
+
+static void release_thread(ThreadSlot *slot, int sig) {
+    ptrace(PTRACE_DETACH, slot->tid, 0, (void *)(intptr_t)sig);
+    slot->held_total_ns += ll_monotonic_ns() - slot->held_ns;
+    slot->held_running = 0;
 }
 
 /* Every thread of the target from `tstate` on (at most LL_MAX_THREADS_PER_TICK), into
@@ -1154,7 +1209,9 @@ static int sample_threads(Sampler *S, Target *T, uint64_t tstate, uint64_t t, ui
         ThreadSlot *slot = thread_of(S, T, ts, tid_off);
         uint64_t next = ll_rd64(ts, L->tstate_next);
         if (!slot) break;
+        int sig = hold_thread(S, T, slot, tstate, ts, (size_t)ts_size);
         int r = sample_thread(S, T, slot, tstate, ts, (size_t)ts_size, t, now, &S->pending[np]);
+        if (sig >= 0) release_thread(slot, sig);
         if (r == THREAD_GONE) break;
         if (r == THREAD_PENDING) np++;
         if (S->tasks == 2 && !S->cpu_mode && np < LL_MAX_THREADS_PER_TICK) {
@@ -1692,13 +1749,14 @@ static PyObject *sampler_start(Sampler *S) {
 
 static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"fd",        "meta",  "pid",   "rate_hz", "cpu", "memory", "subprocesses",
-                             "max_depth", "tasks", "ticks", NULL};
-    int fd, pid, cpu = 0, memory = 0, subprocesses = 0, max_depth = 8192, tasks = 1;
+                             "max_depth", "tasks", "ticks", "locals", NULL};
+    int fd, pid, cpu = 0, memory = 0, subprocesses = 0, max_depth = 8192, tasks = 1, locals = 0;
     unsigned long long ticks = 0;
     double rate;
     Py_buffer meta;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "iy*id|pppiiK", kwlist, &fd, &meta, &pid, &rate,
-                                     &cpu, &memory, &subprocesses, &max_depth, &tasks, &ticks))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iy*id|pppiiKi", kwlist, &fd, &meta, &pid, &rate,
+                                     &cpu, &memory, &subprocesses, &max_depth, &tasks, &ticks,
+                                     &locals))
         return NULL;
     if (!(rate >= 1.0 && rate <= 20000.0) || max_depth < 1 || max_depth > 1000000) {
         PyBuffer_Release(&meta);
@@ -1729,6 +1787,7 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     S->subprocesses = subprocesses;
     S->tasks = tasks;
     S->max_ticks = ticks;
+    S->locals_frames = ticks && locals > 0 ? locals : 0;
     S->in_process = pid == getpid();
     if (S->in_process) {
         ll_park_install();
@@ -1773,6 +1832,33 @@ static void sampler_stop(Sampler *S) {
     S->finished = 1;
 }
 
+/* The records of dump --locals as a list of (serial, frame, kind, name, type name, value),
+ * each as the bytes read (record/locals.py decodes them and makes the repr). */
+static PyObject *locals_list(const LLLocals *l) {
+    PyObject *list = PyList_New(0);
+    size_t at = 0;
+    while (list && at + 7 <= l->n) {
+        uint32_t serial;
+        uint16_t frame, len[3];
+        const uint8_t *field[3];
+        memcpy(&serial, l->data + at, 4);
+        memcpy(&frame, l->data + at + 4, 2);
+        uint8_t kind = l->data[at + 6];
+        at += 7;
+        for (int k = 0; k < 3; k++) {
+            memcpy(&len[k], l->data + at, 2);
+            field[k] = l->data + at + 2;
+            at += 2 + (size_t)len[k];
+        }
+        PyObject *item = Py_BuildValue("(IHBy#y#y#)", serial, frame, kind, field[0],
+                                       (Py_ssize_t)len[0], field[1], (Py_ssize_t)len[1],
+                                       field[2], (Py_ssize_t)len[2]);
+        if (!item || PyList_Append(list, item)) Py_CLEAR(list);
+        Py_XDECREF(item);
+    }
+    return list;
+}
+
 static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
     Sampler *S = (Sampler *)self;
     sampler_stop(S);
@@ -1790,8 +1876,18 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
         Py_XDECREF(v);
     }
     if (!gil) return NULL;
+    PyObject *locals = locals_list(&S->locals);
+    if (!locals) {
+        Py_DECREF(gil);
+        return NULL;
+    }
+    uint64_t held_ns = 0;
+    for (int i = 0; i < S->ntargets; i++)
+        for (int k = 0; k < S->targets[i].nthreads; k++)
+            held_ns += S->targets[i].threads[k].held_total_ns;
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:N}", "ticks",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:N,s:K}",
+        "ticks",
         (unsigned long long)S->ticks, "samples", (unsigned long long)S->samples, "missed",
         (unsigned long long)S->missed, "torn", (unsigned long long)S->torn, "deferred",
         (unsigned long long)S->deferred, "retried",
@@ -1801,7 +1897,8 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
         ll_tick_ns_calibrated(), "stacks", (unsigned long long)S->st.nstacks, "functions",
         (unsigned long long)S->st.next_func, "processes", (unsigned long long)S->ntargets, "exit_t",
         (unsigned long long)S->exit_t, "parked", (unsigned long long)S->parked, "held",
-        (unsigned long long)S->held, "gil_reads", gil);
+        (unsigned long long)S->held, "gil_reads", gil, "locals", locals, "locals_held_ns",
+        (unsigned long long)held_ns);
 }
 
 /* close(end): END is bytes, or a callable that makes them (see ll_writer_close_py). */
@@ -1902,6 +1999,7 @@ static void sampler_dealloc(PyObject *self) {
     free(S->known);
     free(S->gil_reads);
     ll_stacks_free(&S->st);
+    ll_locals_free(&S->locals);
     free(S->pending);
     if (S->chunk) free(S->chunk);
     Py_TYPE(self)->tp_free(self);

@@ -35,8 +35,6 @@
 #define LL_MAX_LOOPS 16                  /* running tasks (one a loop) looked at */
 #define LL_MAX_MODULES 65536             /* entries of sys.modules read to find _asyncio */
 #define LL_TASK_NAME_MAX 1024            /* bytes of a task's name kept (then cut) */
-#define LL_TPFLAGS_LONG (1UL << 24)
-#define LL_TPFLAGS_UNICODE (1UL << 28)
 enum { DICT_KEYS_GENERAL = 0, DICT_KEYS_UNICODE = 1 };
 
 struct LLTaskName {

@@ -27,6 +27,15 @@ THREAD_STATES = ("running", "idle", "unread")
 
 
 @dataclass
+class Local:
+    """A local variable of a frame, as `dump --locals` read it (record/locals.py)."""
+
+    name: str
+    type: str
+    repr: str
+
+
+@dataclass
 class ThreadDump:
     serial: int
     tid: int
@@ -38,8 +47,14 @@ class ThreadDump:
     frames: list[Frame] = field(default_factory=list)  # innermost first
     # --async all: the asyncio tasks waiting on its loop, each innermost first (its task last)
     waiting: list[list[Frame]] = field(default_factory=list)
+    # --locals: the variables of frames[i] (i innermost first), for the frames that were read
+    locals: dict[int, list[Local]] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, with_locals: bool = False) -> dict[str, Any]:
+        frames = [_frame_json(f) for f in self.frames]
+        if with_locals:
+            for i, f in enumerate(frames):
+                f["locals"] = [vars(v) for v in self.locals.get(i, [])]
         return {
             "serial": self.serial,
             "tid": self.tid,
@@ -48,7 +63,7 @@ class ThreadDump:
             "gil": self.gil,
             "exception": self.exception,
             "truncated": self.truncated,
-            "frames": [_frame_json(f) for f in self.frames],
+            "frames": frames,
             "waiting_tasks": [[_frame_json(f) for f in task] for task in self.waiting],
         }
 
@@ -57,13 +72,16 @@ def _frame_json(f: Frame) -> dict[str, Any]:
     return {"name": f.name, "file": f.file, "line": f.line, "func_line": f.func_line}
 
 
-def _frames(cap: Capture, stack: int) -> list[Frame]:
-    """The frames of a stack id, innermost first."""
+def _frames(cap: Capture, stack: int, python: list[int] | None = None) -> list[Frame]:
+    """The frames of a stack id, innermost first (and into `python` the indexes of those that
+    are Python functions: the frames the sampler walked, which --locals numbers)."""
     out: list[Frame] = []
     seen = 0
     while stack and seen <= len(cap.stacks):
         parent, func, off = cap.stacks.get(stack, (0, 0, 0))
         f = cap.function(func)
+        if python is not None and f.kind == "py":
+            python.append(len(out))
         out.append(Frame(f.name, f.file, f.line_at(off), f.line))
         stack, seen = parent, seen + 1
     return out
@@ -78,6 +96,7 @@ class Snapshot:
     python_version: str
     threads: list[ThreadDump]
     cwd: str | None = None  # the folder it runs in (the text shows its files relative to it)
+    with_locals: bool = False  # taken with --locals
 
 
 def snapshot(cap: Capture) -> Snapshot:
@@ -88,7 +107,14 @@ def snapshot(cap: Capture) -> Snapshot:
         str(cap.meta.get("python_version", "?")),
         thread_dumps(cap),
         base_of(cap.meta),
+        _asked_locals(cap.meta),
     )
+
+
+def _asked_locals(meta: dict[str, Any]) -> bool:
+    options = meta.get("options")
+    wanted = options.get("locals") if isinstance(options, dict) else None
+    return isinstance(wanted, int) and wanted > 0
 
 
 def thread_dumps(cap: Capture) -> list[ThreadDump]:
@@ -100,6 +126,10 @@ def thread_dumps(cap: Capture) -> list[ThreadDump]:
             waiting.setdefault(serial, []).append(stack)
         else:
             read[serial] = (flags, stack)
+    variables: dict[int, dict[int, list[Local]]] = {}
+    for v in (cap.end or {}).get("locals") or []:
+        by_frame = variables.setdefault(v["serial"], {})
+        by_frame.setdefault(v["frame"], []).append(Local(v["name"], v["type"], v["repr"]))
     out = []
     for thread in sampled_threads(cap):
         dump = ThreadDump(thread.serial, thread.tid, thread.name, "unread")
@@ -109,7 +139,10 @@ def thread_dumps(cap: Capture) -> list[ThreadDump]:
             dump.gil = GIL_STATES.get(gil_state(flags))
             dump.exception = bool(flags & SAMPLE_EXCEPTION)
             dump.truncated = bool(flags & SAMPLE_TRUNCATED)
-            dump.frames = _frames(cap, stack)
+            python: list[int] = []
+            dump.frames = _frames(cap, stack, python)
+            found = variables.get(thread.serial, {})
+            dump.locals = {at: found[i] for i, at in enumerate(python) if i in found}
         dump.waiting = [_frames(cap, s) for s in waiting.get(thread.serial, [])]
         out.append(dump)
     return out

@@ -237,6 +237,15 @@ END_FIELDS: dict[str, Check] = {
     **dict.fromkeys((*SAMPLER_COUNTERS, "samples", "samples_lost", "exit_t"), _uint),
     # every read's GIL state by thread serial: held, waiting, neither (format 1.3)
     "gil_reads": _dict_of(_triple),
+    # dump --locals: the variables of a snapshot's innermost frames (format 1.5)
+    "locals": _list_of(
+        _object(
+            {"serial": _uint, "frame": _uint, "name": _str, "type": _str, "repr": _str},
+            required=("serial", "frame", "name", "type", "repr"),
+        )
+    ),
+    # how long the threads found running were stopped while their variables were read
+    "locals_held_ns": _uint,
     # probe
     "counts": _dict_of(_uint),
     "ratios": _dict_of(_optional(_number_in(-1.8e308, 1.8e308))),

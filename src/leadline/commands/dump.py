@@ -30,9 +30,31 @@ def register(sub: Any) -> None:
     )
     p.add_argument("pid", type=_pid, help="the process id")
     p.add_argument("--json", action="store_true", help="print JSON (docs/dump.md)")
+    p.add_argument(
+        "--locals",
+        nargs="?",
+        type=_frame_count,
+        const=-1,
+        default=0,
+        metavar="N",
+        help="also show the local variables of every frame (of the N innermost of each thread): "
+        "values of None, bool, int, float, str and bytes, the length of a list, tuple or dict, "
+        "the type and address of anything else; read from memory, never by running the "
+        "target's code",
+    )
     p.add_argument("-o", "--output", help="also keep the one-tick capture in this file")
     add_stack_arguments(p)
     p.set_defaults(func=run)
+
+
+def _frame_count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of frames of at least 1, not {text!r}")
+    return n
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +67,11 @@ def run(args: argparse.Namespace) -> int:
         raise LeadlineError("cannot dump leadline itself")
     renderer = get_renderer("json" if args.json else "text", "dump")
     options = ProfileOptions(
-        rate_hz=1000.0, max_depth=args.max_depth, async_tasks=args.async_tasks, ticks=1
+        rate_hz=1000.0,
+        max_depth=args.max_depth,
+        async_tasks=args.async_tasks,
+        ticks=1,
+        locals=args.max_depth if args.locals == -1 else args.locals,
     )
     with tempfile.TemporaryDirectory(prefix="leadline-dump-") as tmp:
         path = Path(args.output) if args.output else Path(tmp) / "dump.lead"

@@ -23,6 +23,7 @@ from typing import Any
 from .. import _native
 from ..capture.schema import SAMPLER_COUNTERS
 from ..errors import LeadlineError
+from .locals import local_reprs
 from .recorder import (
     Recorder,
     capture_end,
@@ -71,6 +72,7 @@ class ProfileOptions:
     max_depth: int = 8192
     async_tasks: str = "running"  # one of ASYNC_MODES
     ticks: int = 0  # ticks to take, each read written as read (a snapshot); 0: until stopped
+    locals: int = 0  # a snapshot: the innermost frames of each thread whose variables are read
 
     def validate(self) -> None:
         if not 1 <= self.rate_hz <= MAX_RATE:
@@ -114,6 +116,7 @@ def _sampler(fd: int, meta: bytes, pid: int, o: ProfileOptions) -> Any:
         max_depth=o.max_depth,
         tasks={"off": 0, "running": 1, "all": 2}[o.async_tasks],
         ticks=o.ticks,
+        locals=o.locals,
     )
 
 
@@ -128,6 +131,9 @@ def _end_fields(counters: dict[str, Any], written: dict[str, Any]) -> dict[str, 
         fields["exit_t"] = counters["exit_t"]
     if counters.get("gil_reads"):
         fields["gil_reads"] = counters["gil_reads"]
+    if counters.get("locals"):  # a snapshot taken with dump --locals
+        fields["locals"] = local_reprs(counters["locals"])
+        fields["locals_held_ns"] = counters["locals_held_ns"]
     return fields
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from ..analyse.dump import Snapshot, ThreadDump
+from ..analyse.dump import Local, Snapshot, ThreadDump
 from ..analyse.model import Frame
 from ..analyse.paths import PathNamer
 from .base import Renderer, RenderOptions, register
@@ -25,11 +25,18 @@ def _state(d: ThreadDump) -> str:
     return ", ".join(parts)
 
 
-def _frame_lines(frames: list[Frame], indent: str, shown: PathNamer) -> list[str]:
+def _frame_lines(
+    frames: list[Frame],
+    indent: str,
+    shown: PathNamer,
+    variables: dict[int, list[Local]] | None = None,
+) -> list[str]:
     out = []
-    for f in frames:
+    for i, f in enumerate(frames):
         where = f"{shown(f.file)}:{f.line}" if f.line else shown(f.file)
         out.append(f"{indent}{terminal_text(f.name)} ({terminal_text(where)})")
+        for v in (variables or {}).get(i, []):
+            out.append(f"{indent}    {terminal_text(v.name)} = {terminal_text(v.repr)}")
     return out
 
 
@@ -46,7 +53,7 @@ class DumpText(Renderer[Snapshot]):
         shown = PathNamer(subject.cwd)
         for d in subject.threads:
             lines.append(f"Thread {d.tid} ({terminal_text(d.name)}): {_state(d)}")
-            lines += _frame_lines(d.frames, "    ", shown)
+            lines += _frame_lines(d.frames, "    ", shown, d.locals)
             if d.truncated:
                 lines.append("    ... (deeper than --max-depth: the outermost frames are left out)")
             for task in d.waiting:  # --async all: innermost first, the task last
@@ -69,6 +76,6 @@ class DumpJson(Renderer[Snapshot]):
             "argv": subject.argv,
             "python_version": subject.python_version,
             "cwd": subject.cwd,
-            "threads": [d.to_json() for d in subject.threads],
+            "threads": [d.to_json(subject.with_locals) for d in subject.threads],
         }
         out.write(json_text(data, indent=1) + "\n")
