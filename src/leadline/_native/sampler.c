@@ -198,6 +198,7 @@ typedef struct {
      * was read of them (records of locals.h). */
     int locals_frames;
     LLLocals locals;
+    uint64_t snapshot_gil_until; /* a snapshot: when it stops watching threads (gil_state) */
     Target *targets;
     int ntargets, ctargets;
     pid_t *known; /* descendants seen (Python or not), for --subprocesses */
@@ -611,15 +612,19 @@ static int waits_for_gil(const Target *T, const ThreadSlot *t) {
 /* The same for a snapshot, which has no earlier read to go by.  /proc names no system call for
  * a runnable thread, and a thread waiting for the GIL is woken every switch interval (5 ms) to
  * ask the holder for it: on a busy machine it may then wait for a CPU for milliseconds before
- * it goes back to sleep on the GIL.  So a runnable thread is asked again, every 100 µs, for up
- * to LL_SNAPSHOT_GIL_NS: one in C code without the GIL stays runnable (or blocks elsewhere). */
+ * it goes back to sleep on the GIL.  So a runnable thread is asked again, every 100 µs, until
+ * *until (LL_SNAPSHOT_GIL_NS after the snapshot first watched one, for all its threads: a
+ * process with many threads in C code without the GIL, which stay runnable or block elsewhere,
+ * is dumped as fast as one with a single such thread). */
 #define LL_SNAPSHOT_GIL_NS 100000000u
-static int snapshot_waits_for_gil(const Target *T, const ThreadSlot *t) {
-    uint64_t until = ll_monotonic_ns() + LL_SNAPSHOT_GIL_NS;
+static int snapshot_waits_for_gil(const Target *T, const ThreadSlot *t, uint64_t *until) {
     int runnable;
     for (;;) {
         if (sleeps_on_gil(T, t, &runnable)) return 1;
-        if (!runnable || ll_monotonic_ns() >= until) return 0;
+        if (!runnable) return 0;
+        uint64_t now = ll_monotonic_ns();
+        if (!*until) *until = now + LL_SNAPSHOT_GIL_NS;
+        if (now >= *until) return 0;
         struct timespec pause = {0, 100000};
         nanosleep(&pause, NULL);
     }
@@ -628,18 +633,18 @@ static int snapshot_waits_for_gil(const Target *T, const ThreadSlot *t) {
 /* The thread and the GIL at this read (SF_GIL_*): holding it, waiting for it (asleep on it),
  * or neither (running without it, in C code that let it go, or idle); 0 when the interpreter's
  * GIL could not be read.  An idle thread is asked whether it waits for the GIL if it ran
- * lately or waited at its last read; with `ask` (a snapshot, which has no last read) every
- * thread that does not hold it is, and a runnable one is watched until it sleeps again
+ * lately or waited at its last read; with `ask_until` (a snapshot, which has no last read)
+ * every thread that does not hold it is, and a runnable one is watched until it sleeps again
  * (snapshot_waits_for_gil). */
 static uint8_t gil_state(const Target *T, ThreadSlot *slot, uint64_t tstate, int idle,
-                         uint64_t now, int ask) {
+                         uint64_t now, uint64_t *ask_until) {
     if (!T->gil) return 0;
     if (T->gil_locked && T->gil_holder == tstate) {
         slot->gil_wait = 0;
         return SF_GIL_HELD;
     }
-    if (ask) {
-        slot->gil_wait = snapshot_waits_for_gil(T, slot);
+    if (ask_until) {
+        slot->gil_wait = snapshot_waits_for_gil(T, slot, ask_until);
         return slot->gil_wait ? SF_GIL_WAIT : SF_GIL_NONE;
     }
     int lately = slot->ran_ns && now - slot->ran_ns <= LL_RAN_LATELY_NS;
@@ -1104,7 +1109,8 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
         return THREAD_SKIPPED;
     }
     uint32_t stack = ll_intern_walk(&S->st, task ? ll_intern_stack(&S->st, 0, task, 0) : 0, n);
-    uint8_t gil = gil_state(T, slot, tstate, idle, now, S->max_ticks != 0);
+    uint8_t gil =
+        gil_state(T, slot, tstate, idle, now, S->max_ticks ? &S->snapshot_gil_until : NULL);
     count_gil(S, slot->serial, gil);
     if (S->max_ticks && gil == SF_GIL_WAIT) idle = 1; /* a snapshot: waiting, whatever its state */
     /* A collection runs on the thread that holds the GIL: its frames are the ones that
