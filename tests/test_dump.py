@@ -196,6 +196,24 @@ def test_a_thread_that_holds_the_gil_forever(tmp_path: Path) -> None:
     assert names(main)[-1] == "<module>", main
 
 
+def test_locals_of_a_thread_that_holds_the_gil(tmp_path: Path) -> None:
+    # The thread holding the GIL is stopped while it is read; the one waiting for the GIL is
+    # not (its frames cannot change), and is still found waiting.
+    with target(tmp_path, GIL_FOREVER, settle=0.5) as proc:
+        data = dump_json(proc, tmp_path, "--locals")
+    (regex,) = [t for t in data["threads"] if t["tid"] != proc.pid]
+    assert regex["state"] == "running" and regex["gil"] == "held", regex
+    # re.match(pattern, string, flags=0), in C: its arguments as passed.
+    got = variables(regex["frames"][0])
+    assert got["pattern"] == repr(r"(a+)+$") and got["string"] == repr("a" * 64 + "b"), got
+    assert got["flags"] == "0" and variables(regex["frames"][1]) == {}, regex
+    main = next(t for t in data["threads"] if t["tid"] == proc.pid)
+    assert main["state"] == "idle" and main["gil"] == "wait", main
+    for frame in main["frames"]:
+        if frame["name"] == "keep_busy":  # (or still in Thread.start)
+            assert variables(frame)["n"].isdigit(), main
+
+
 def test_a_thread_in_c_without_the_gil(tmp_path: Path) -> None:
     # A runnable thread that does not hold the GIL is watched for a while (a thread woken from
     # its wait on the GIL goes back to it): one in C without the GIL is still found running.
@@ -215,7 +233,7 @@ def variables(frame: dict[str, Any]) -> dict[str, str]:
 def test_locals_of_every_frame(tmp_path: Path) -> None:
     with target(tmp_path, LOCALS, settle=0.3) as proc:
         data = dump_json(proc, tmp_path, "--locals")
-        one = dump_json(proc, tmp_path, "--locals", "1")
+        one = dump_json(proc, tmp_path, "--locals-frames", "1")
         plain = dump_json(proc, tmp_path)
         text = leadline("dump", proc.pid, "--locals", cwd=tmp_path, check=True).stdout
     main = next(t for t in data["threads"] if t["tid"] == proc.pid)
@@ -257,7 +275,7 @@ def test_locals_of_every_frame(tmp_path: Path) -> None:
         assert total["type"] == "int" and total["repr"].isdigit(), spinner
         totals.append(int(total["repr"]))
     assert totals[1] > totals[0], totals
-    # --locals 1: the innermost frame only; without --locals, no locals at all.
+    # --locals-frames 1: the innermost frame only; without --locals, no locals at all.
     main_one = next(t for t in one["threads"] if t["tid"] == proc.pid)
     assert variables(main_one["frames"][0]) == {**got, "obj": obj}
     assert all(f["locals"] == [] for f in main_one["frames"][1:]), main_one
@@ -268,8 +286,10 @@ def test_locals_of_every_frame(tmp_path: Path) -> None:
 
 
 def test_locals_bad_count_is_one_line(tmp_path: Path) -> None:
-    r = leadline("dump", "1", "--locals", "0", cwd=tmp_path)
-    assert r.returncode == 2 and "--locals" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    for bad in ("0", "1001", "x"):
+        r = leadline("dump", "1", "--locals-frames", bad, cwd=tmp_path)
+        assert r.returncode == 2 and "--locals-frames" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
 
 
 def test_a_deadlocked_program(tmp_path: Path) -> None:

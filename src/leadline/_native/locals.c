@@ -82,10 +82,12 @@ static int int_text(LLProc *p, uint64_t obj, char *text, uint64_t *bits) {
         ll_mem_read(&p->mem, obj + (uint64_t)L->long_size, &size, 8))
         return -1;
     /* 3.12+: lv_tag, the digit count above 3 bits of sign (0 positive, 1 zero, 2 negative). */
-    uint64_t ndigits = L->minor >= 12 ? (uint64_t)size >> 3 : (uint64_t)(size < 0 ? -size : size);
+    /* Negated as unsigned: a torn read may give any size, INT64_MIN included. */
+    uint64_t ndigits = L->minor >= 12 ? (uint64_t)size >> 3
+                                      : (size < 0 ? (uint64_t)0 - (uint64_t)size : (uint64_t)size);
     int negative = L->minor >= 12 ? (size & 3) == 2 : size < 0;
     if (ndigits > LL_INT_DIGITS) {
-        *bits = ndigits * 30;
+        *bits = ndigits > (UINT64_MAX / 30) ? UINT64_MAX : ndigits * 30;
         return 0;
     }
     uint32_t digit[LL_INT_DIGITS] = {0};
@@ -106,15 +108,17 @@ static int int_text(LLProc *p, uint64_t obj, char *text, uint64_t *bits) {
     return k;
 }
 
-/* The value of the object at `obj`: its kind (LL_VAL_*), and its value into `value` (*n
- * bytes); -1 if it cannot be read. */
-static int describe(LLProc *p, uint64_t obj, char *type, uint8_t *value, size_t *n) {
+/* The value of an object of a built-in type, from its type's name and flags: its kind
+ * (LL_VAL_*), and its value into `value` (*n bytes); LL_VAL_OBJECT if the type is none of
+ * those, -1 if the value cannot be read.  A class of the program's own (a heap type) is never
+ * taken for a built-in one by its name: one called `float` is an object. */
+static int describe_value(LLProc *p, uint64_t obj, const char *type, uint64_t flags,
+                          uint8_t *value, size_t *n) {
     const LLLayout *L = &p->layout;
-    uint64_t flags = 0;
-    if (type_of(p, obj, type, &flags)) return -1;
     *n = 0;
-    if (!strcmp(type, "NoneType")) return LL_VAL_NONE;
-    if ((flags & LL_TPFLAGS_LONG) && (!strcmp(type, "int") || !strcmp(type, "bool"))) {
+    int builtin = !(flags & LL_TPFLAGS_HEAPTYPE);
+    if (builtin && !strcmp(type, "NoneType")) return LL_VAL_NONE;
+    if (builtin && (flags & LL_TPFLAGS_LONG) && (!strcmp(type, "int") || !strcmp(type, "bool"))) {
         uint64_t bits = 0;
         int len = int_text(p, obj, (char *)value, &bits);
         if (len < 0) return -1;
@@ -131,12 +135,12 @@ static int describe(LLProc *p, uint64_t obj, char *type, uint8_t *value, size_t 
         *n = (size_t)len;
         return LL_VAL_INT;
     }
-    if (!strcmp(type, "float") && L->float_value >= 0) {
+    if (builtin && !strcmp(type, "float") && L->float_value >= 0) {
         if (ll_mem_read(&p->mem, obj + (uint64_t)L->float_value, value, 8)) return -1;
         *n = 8;
         return LL_VAL_FLOAT;
     }
-    if ((flags & LL_TPFLAGS_UNICODE) && !strcmp(type, "str")) {
+    if (builtin && (flags & LL_TPFLAGS_UNICODE) && !strcmp(type, "str")) {
         long len = ll_read_str(&p->mem, L, obj, (char *)value, LL_STR_MAX * 4 + 4);
         if (len < 0) return -1;
         *n = (size_t)len;
@@ -151,7 +155,7 @@ static int describe(LLProc *p, uint64_t obj, char *type, uint8_t *value, size_t 
         }
         return LL_VAL_STR;
     }
-    if ((flags & LL_TPFLAGS_BYTES) && !strcmp(type, "bytes")) {
+    if (builtin && (flags & LL_TPFLAGS_BYTES) && !strcmp(type, "bytes")) {
         int64_t size = 0;
         if (ll_mem_read(&p->mem, obj + (uint64_t)L->bytes_size, &size, 8) || size < 0) return -1;
         size_t take = size > LL_BYTES_MAX ? LL_BYTES_MAX : (size_t)size;
@@ -164,6 +168,25 @@ static int describe(LLProc *p, uint64_t obj, char *type, uint8_t *value, size_t 
         int off = flags & LL_TPFLAGS_DICT ? L->dict_used : L->bytes_size; /* PyVarObject ob_size */
         if (off < 0 || ll_mem_read(&p->mem, obj + (uint64_t)off, &len, 8) || len < 0) return -1;
         memcpy(value, &len, 8);
+        *n = 8;
+        return LL_VAL_SIZED;
+    }
+    return LL_VAL_OBJECT;
+}
+
+/* The object at `obj` as describe_value gives it, into type (its type's name) and value; one
+ * whose value cannot be read (a str longer than ll_read_str takes: by its length) is an
+ * object, by its type and address.  -1 if not even its type can be read. */
+static int describe(LLProc *p, uint64_t obj, char *type, uint8_t *value, size_t *n) {
+    uint64_t flags = 0;
+    if (type_of(p, obj, type, &flags)) return -1;
+    int what = describe_value(p, obj, type, flags, value, n);
+    if (what >= 0 && what != LL_VAL_OBJECT) return what;
+    int64_t length = 0;
+    if ((flags & LL_TPFLAGS_UNICODE) &&
+        !ll_mem_read(&p->mem, obj + (uint64_t)p->layout.unicode_length, &length, 8) &&
+        length > LL_STR_MAX) {
+        memcpy(value, &length, 8);
         *n = 8;
         return LL_VAL_SIZED;
     }
@@ -225,12 +248,13 @@ static int variable_names(LLProc *p, uint64_t code, uint64_t *name_at, uint8_t *
     return n;
 }
 
-/* The object variable i of the frame holds, read afresh (not from pages cached earlier in the
- * tick): the slot's, or for a cell the cell's content; 0 if unbound, 1 if it cannot be read. */
-static uint64_t variable_object(LLProc *p, uint64_t frame, int i, uint8_t kind) {
+/* The object variable i of the frame holds: the slot's, or for a cell the cell's content; 0 if
+ * unbound, 1 if it cannot be read.  Read afresh (not from pages cached earlier) unless `held`:
+ * the thread is stopped, and nothing it holds changes. */
+static uint64_t variable_object(LLProc *p, uint64_t frame, int i, uint8_t kind, int held) {
     const LLLayout *L = &p->layout;
     uint64_t bits = 0;
-    ll_mem_forget(&p->mem);
+    if (!held) ll_mem_forget(&p->mem);
     if (ll_mem_read(&p->mem, frame + (uint64_t)L->frame_localsplus + (uint64_t)i * 8, &bits, 8))
         return 1;
     uint64_t obj = slot_object(L, bits);
@@ -245,13 +269,14 @@ static uint64_t variable_object(LLProc *p, uint64_t frame, int i, uint8_t kind) 
     return obj;
 }
 
-int ll_frame_locals(LLLocals *out, LLProc *p, uint64_t frame, uint32_t serial, int index) {
+int ll_frame_locals(LLLocals *out, LLProc *p, uint64_t frame, uint32_t serial, int index,
+                    int held) {
     const LLLayout *L = &p->layout;
     if (L->frame_localsplus < 0 || L->code_localsplusnames < 0 || L->code_nlocalsplus < 0 ||
         L->type_name < 0 || L->type_flags < 0 || L->tuple_items < 0)
         return -1;
     uint64_t code = 0, code_type = 0;
-    ll_mem_forget(&p->mem);
+    if (!held) ll_mem_forget(&p->mem);
     if (ll_mem_read(&p->mem, frame + (uint64_t)L->frame_code, &code, 8)) return -1;
     code = slot_object(L, code) & ~(uint64_t)7;
     if (!code || ll_mem_read(&p->mem, code + 8, &code_type, 8) || code_type != p->code_type)
@@ -261,6 +286,7 @@ int ll_frame_locals(LLLocals *out, LLProc *p, uint64_t frame, uint32_t serial, i
     int n = variable_names(p, code, name_at, kind);
     if (n <= 0) return n;
     int written = 0;
+    size_t start = out->n;
     for (int i = 0; i < n; i++) {
         if (kind[i] & LL_FAST_HIDDEN) continue;
         char type[LL_TYPE_NAME_MAX] = "", name[LL_NAME_MAX * 4 + 4];
@@ -271,8 +297,9 @@ int ll_frame_locals(LLLocals *out, LLProc *p, uint64_t frame, uint32_t serial, i
          * reused while it was read); a variable that changes under every attempt (a counter
          * of a running loop) is said to. */
         int what = LL_VAL_CHANGING;
-        uint64_t obj = variable_object(p, frame, i, kind[i]);
-        for (int attempt = 0; attempt < LL_LOCAL_ATTEMPTS && obj > 1; attempt++) {
+        uint64_t obj = variable_object(p, frame, i, kind[i], held);
+        if (held && obj > 1) what = describe(p, obj, type, value, &nvalue);
+        for (int attempt = 0; !held && attempt < LL_LOCAL_ATTEMPTS && obj > 1; attempt++) {
             /* Read twice, the variable read again after each: its memory may have been freed
              * and reused, and the variable bound again to an object at the same address (a
              * loop's counter, whose ints take turns at two addresses), so that the variable
@@ -281,9 +308,9 @@ int ll_frame_locals(LLLocals *out, LLProc *p, uint64_t frame, uint32_t serial, i
             uint8_t value2[sizeof value];
             size_t nvalue2 = 0;
             int got = describe(p, obj, type, value, &nvalue);
-            uint64_t again = variable_object(p, frame, i, kind[i]);
+            uint64_t again = variable_object(p, frame, i, kind[i], held);
             int got2 = again == obj ? describe(p, obj, type2, value2, &nvalue2) : -2;
-            uint64_t third = got2 == -2 ? again : variable_object(p, frame, i, kind[i]);
+            uint64_t third = got2 == -2 ? again : variable_object(p, frame, i, kind[i], held);
             if (third == obj && got == got2 && nvalue == nvalue2 && !strcmp(type, type2) &&
                 !memcmp(value, value2, nvalue)) {
                 what = got;
@@ -309,6 +336,16 @@ int ll_frame_locals(LLLocals *out, LLProc *p, uint64_t frame, uint32_t serial, i
             return -1;
         }
         written++;
+    }
+    /* A thread read as it ran may have left the frame meanwhile, and another call taken its
+     * place: its values are then another function's, under this one's names.  Kept only if
+     * the frame still runs the same code. */
+    uint64_t now = 0;
+    if (!held) ll_mem_forget(&p->mem);
+    if (!held && (ll_mem_read(&p->mem, frame + (uint64_t)L->frame_code, &now, 8) ||
+                  (slot_object(L, now) & ~(uint64_t)7) != code)) {
+        out->n = start;
+        return -1;
     }
     return written;
 }

@@ -19,7 +19,8 @@ enum {
     LL_VAL_FLOAT = 5, /* value: the double, 8 bytes */
     LL_VAL_STR = 6,   /* value: its text as UTF-8, cut (then U+2026) beyond LL_STR_MAX */
     LL_VAL_BYTES = 7, /* value: its first LL_BYTES_MAX bytes */
-    LL_VAL_SIZED = 8, /* a list, tuple or dict (or subclass): value its length, 8 bytes */
+    LL_VAL_SIZED = 8, /* a list, tuple or dict (or subclass), or a str too long to read: value
+                       * its length, 8 bytes */
     LL_VAL_CHANGING = 9, /* it held another object at each of LL_LOCAL_ATTEMPTS reads */
 };
 #define LL_VAL_CUT 0x80 /* or-ed into the kind: the value was cut */
@@ -32,8 +33,11 @@ typedef struct {
 } LLLocals;
 
 /* Appends the local variables of the frame at `frame` (st->frame_addr of a walk) of thread
- * `serial`; how many were written, -1 if the frame or its code could not be read. */
-int ll_frame_locals(LLLocals *out, LLProc *p, uint64_t frame, uint32_t serial, int index);
+ * `serial`, its index-th Python frame; how many were written, -1 if the frame or its code
+ * could not be read (or it ran other code by the end).  `held`: the thread is stopped, and
+ * each variable is read once; else twice, and again until the reads agree. */
+int ll_frame_locals(LLLocals *out, LLProc *p, uint64_t frame, uint32_t serial, int index,
+                    int held);
 void ll_locals_free(LLLocals *out);
 
 #endif

@@ -14,6 +14,7 @@
 #define LL_PAGE_SLOTS 64
 
 /* The bits of a type's flags (tp_flags) that say which built-in type it is or derives from. */
+#define LL_TPFLAGS_HEAPTYPE (1UL << 9) /* a class made at run time (class statement) */
 #define LL_TPFLAGS_LONG (1UL << 24)
 #define LL_TPFLAGS_LIST (1UL << 25)
 #define LL_TPFLAGS_TUPLE (1UL << 26)

@@ -967,8 +967,9 @@ static int walk_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate,
 static int weigh(Sampler *S, ThreadSlot *slot, int idle, int is_fair, Pending *p) {
     uint64_t cpu = p->cpu, ticks = S->cpu_mode ? 0 : S->covers;
     if (S->cpu_mode) p->repeat = 1; /* but a fair sample's (pay_flat) */
-    if (S->max_ticks) { /* a snapshot: each read stands for itself */
+    if (S->max_ticks) { /* a snapshot: each read stands for itself, once */
         if (idle) p->flags |= SF_IDLE;
+        p->repeat = 1; /* (not the ticks a late first tick covers: seen, 3 records a read) */
         return 1;
     }
     if (idle) {
@@ -1120,7 +1121,8 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
     slot->last_stack = stack;
     /* A snapshot with --locals: the innermost frames' variables, read just after their walk. */
     for (int i = 0; i < S->locals_frames && i < n; i++)
-        ll_frame_locals(&S->locals, &T->proc, S->st.frame_addr[i], slot->serial, i);
+        ll_frame_locals(&S->locals, &T->proc, S->st.frame_addr[i], slot->serial, i,
+                        slot->held_running);
     uint8_t flags = (uint8_t)((truncated ? SF_TRUNCATED : 0) | gil);
     if (exc) flags |= SF_EXCEPTION;
     Pending p = {slot->serial, stack, flags, cpu, 0, S->covers};
@@ -1132,30 +1134,43 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
     return THREAD_PENDING;
 }
 
-/* dump --locals: a thread of another process found running is stopped while its stack and
- * variables are read (PTRACE_SEIZE, then PTRACE_INTERRUPT: no signal, nothing the process or
- * its parent sees), as a variable of a running frame changes under the reads, and an object
- * it held may be freed and its memory reused meanwhile (seen: a loop's int counter read as a
- * range object).  Its thread state is read again once it is stopped.  The signal to give back
+#define LL_HOLD_WAIT_NS 100000000u
+/* dump --locals: a thread of another process found running Python code (holding the GIL) is
+ * stopped while its stack and variables are read (PTRACE_SEIZE, then PTRACE_INTERRUPT: no
+ * signal, nothing the process or its parent sees), as a variable of a running frame changes
+ * under the reads, and an object it held may be freed and its memory reused meanwhile (seen:
+ * a loop's int counter read as a range object).  Its thread state is read again once it is stopped.  The signal to give back
  * when it goes on (one that arrived meanwhile), 0; -1: not stopped (not running, not a
  * snapshot with --locals, or ptrace refused: then read as it runs). */
 static int hold_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate, uint8_t *ts,
                        size_t ts_size) {
     slot->held_running = 0;
     if (!S->locals_frames || slot->clock || slot->tid <= 0 || is_running(slot) != 1) return -1;
+    /* Only Python code changes Python variables, and only the thread holding the GIL runs
+     * it: another one running waits for the GIL (and is watched for it, gil_state) or runs C
+     * code without it, and its frames stay as they are.  Where the GIL cannot be read, every
+     * running thread is held. */
+    if (T->gil && !(T->gil_locked && T->gil_holder == tstate)) return -1;
     if (ptrace(PTRACE_SEIZE, slot->tid, 0, 0)) return -1;
     int status = 0, sig = 0;
     if (ptrace(PTRACE_INTERRUPT, slot->tid, 0, 0)) {
         ptrace(PTRACE_DETACH, slot->tid, 0, 0);
         return -1;
     }
+    /* It stops at once if it runs (a thread in a sleep that ignores signals, or whose stop
+     * another thread of this process waited for first, may not): given up after
+     * LL_HOLD_WAIT_NS, and read as it runs; it stays traced until it stops, and is let go
+     * then, or when this process ends. */
+    uint64_t deadline = ll_monotonic_ns() + LL_HOLD_WAIT_NS;
     for (;;) {
-        pid_t r = waitpid(slot->tid, &status, __WALL);
+        pid_t r = waitpid(slot->tid, &status, __WALL | WNOHANG);
         if (r == slot->tid) break;
-        if (r < 0 && errno != EINTR) {
+        if ((r < 0 && errno != EINTR) || ll_monotonic_ns() >= deadline) {
             ptrace(PTRACE_DETACH, slot->tid, 0, 0);
             return -1;
         }
+        struct timespec pause = {0, 20000};
+        nanosleep(&pause, NULL);
     }
     if (!WIFSTOPPED(status)) return -1; /* it ended */
     /* Stopped by the interrupt, or at a signal that arrived first: given back on release. */
@@ -1215,6 +1230,12 @@ static int sample_threads(Sampler *S, Target *T, uint64_t tstate, uint64_t t, ui
         ThreadSlot *slot = thread_of(S, T, ts, tid_off);
         uint64_t next = ll_rd64(ts, L->tstate_next);
         if (!slot) break;
+        /* A snapshot reads each thread against the GIL's state of that moment: watching one
+         * for the GIL (gil_state) can take milliseconds, and the GIL may change hands. */
+        if (S->max_ticks && T->interp) {
+            ll_mem_forget(&T->proc.mem);
+            read_interp(T, T->interp);
+        }
         int sig = hold_thread(S, T, slot, tstate, ts, (size_t)ts_size);
         int r = sample_thread(S, T, slot, tstate, ts, (size_t)ts_size, t, now, &S->pending[np]);
         if (sig >= 0) release_thread(slot, sig);

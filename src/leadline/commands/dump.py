@@ -18,6 +18,9 @@ from ..record.profiler import ProfileOptions, attach
 from ._sampling import add_stack_arguments
 from .attach import _pid
 
+# The frames of each thread whose variables --locals reads, unless told.
+LOCALS_FRAMES = 1000
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -25,22 +28,25 @@ def register(sub: Any) -> None:
         help="print every thread's current Python stack of a running process",
         description="Read the Python stacks of all threads of a running process once and print "
         "them, innermost frame first, with each thread's name and state (running or idle, "
-        "holding or waiting for the GIL).  Never stops the process; needs ptrace permission "
-        "over it.",
+        "holding or waiting for the GIL).  Never stops the process (with --locals, the thread "
+        "running Python code pauses while it is read: a fraction of a millisecond); needs "
+        "ptrace permission over it.",
     )
     p.add_argument("pid", type=_pid, help="the process id")
     p.add_argument("--json", action="store_true", help="print JSON (docs/dump.md)")
     p.add_argument(
         "--locals",
-        nargs="?",
+        action="store_true",
+        help="also show each frame's local variables: values of None, bool, int, float, str "
+        "and bytes, the length of a list, tuple or dict, the type and address of anything "
+        "else; read from memory, never by running the target's code",
+    )
+    p.add_argument(
+        "--locals-frames",
         type=_frame_count,
-        const=-1,
-        default=0,
         metavar="N",
-        help="also show the local variables of every frame (of the N innermost of each thread): "
-        "values of None, bool, int, float, str and bytes, the length of a list, tuple or dict, "
-        "the type and address of anything else; read from memory, never by running the "
-        "target's code",
+        help="--locals for the N innermost frames of each thread only "
+        f"(--locals alone: {LOCALS_FRAMES})",
     )
     p.add_argument("-o", "--output", help="also keep the one-tick capture in this file")
     add_stack_arguments(p)
@@ -52,8 +58,10 @@ def _frame_count(text: str) -> int:
         n = int(text)
     except ValueError:
         n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of frames of at least 1, not {text!r}")
+    if not 1 <= n <= LOCALS_FRAMES:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of frames from 1 to {LOCALS_FRAMES}, not {text!r}"
+        )
     return n
 
 
@@ -71,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         max_depth=args.max_depth,
         async_tasks=args.async_tasks,
         ticks=1,
-        locals=args.max_depth if args.locals == -1 else args.locals,
+        locals=args.locals_frames or (LOCALS_FRAMES if args.locals else 0),
     )
     with tempfile.TemporaryDirectory(prefix="leadline-dump-") as tmp:
         path = Path(args.output) if args.output else Path(tmp) / "dump.lead"

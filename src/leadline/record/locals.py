@@ -51,7 +51,8 @@ def value_repr(kind: int, type_name: str, value: bytes) -> str:
         n = struct.unpack("<q", value)[0]
         if n == 0 and type_name in EMPTY:
             return EMPTY[type_name]
-        return f"<{type_name} of {n} item{'' if n == 1 else 's'}>"
+        unit = "character" if type_name == "str" else "item"  # a str too long to read
+        return f"<{type_name} of {n} {unit}{'' if n == 1 else 's'}>"
     if name == "str":
         text = repr(value.decode("utf-8", "replace"))
     elif name == "bytes":
