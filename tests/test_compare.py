@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from support import leadline
+from support import HOOK_KIND_ENDS, leadline
 from test_diff_culprits import LIB_V1, LIB_V2, PROGRAM_SRC
 
 
@@ -33,6 +33,7 @@ def envs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     return d, venv_with(d, "old", LIB_V1), venv_with(d, "new", LIB_V2)
 
 
+@HOOK_KIND_ENDS
 @pytest.mark.statistical
 def test_two_environments_one_script(envs: tuple[Path, Path, Path]) -> None:
     d, old, new = envs

@@ -14,7 +14,7 @@ from typing import Any
 import htmlpage
 import pytest
 from diffsides import named, side_of
-from support import flagged_rows, leadline, run, write
+from support import HOOK_KIND_ENDS, at_hook_kind_ends, flagged_rows, leadline, run, write
 
 from leadline.analyse.diff import (
     Func,
@@ -454,6 +454,7 @@ def leadline_cmd() -> list[str]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    at_hook_kind_ends()
     d = tmp_path_factory.mktemp("diffruns")
     return {
         "base": profiled(d, "base"),
@@ -534,6 +535,7 @@ def test_cpu_mode_is_weighed_in_cpu_time(runs: dict[str, Path], tmp_path: Path) 
     assert 0.2e6 < quantum <= 2e6
 
 
+@HOOK_KIND_ENDS
 @pytest.mark.statistical
 def test_three_times_slower_among_fifty_ranks_first(tmp_path: Path) -> None:
     """Recorded anew at each attempt: in CI (3.10, two tests at a time) a pair of runs in which
@@ -689,6 +691,7 @@ def test_pprof_and_collapsed_inputs(runs: dict[str, Path], tmp_path: Path) -> No
         assert data["functions"][0]["sig_self"] == 1
 
 
+@HOOK_KIND_ENDS
 @pytest.mark.statistical
 def test_trace_captures(tmp_path: Path) -> None:
     """`c` three times slower, traced: ranked first, and nothing else flagged.

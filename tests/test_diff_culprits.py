@@ -15,7 +15,7 @@ import pytest
 from browser import render_in_chromium
 from diffsides import side_of
 from htmlpage import assert_clean
-from support import leadline, run
+from support import at_hook_kind_ends, leadline, run
 
 from leadline.analyse.culprits import PROGRAM, STDLIB, fold_recursion, owner_of
 from leadline.analyse.diff import (
@@ -350,6 +350,7 @@ LEADLINE = [__import__("sys").executable, "-m", "leadline"]
 
 @pytest.fixture(scope="module")
 def library_change(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    at_hook_kind_ends()
     d = tmp_path_factory.mktemp("culprits")
     (d / "prog.py").write_text(textwrap.dedent(PROGRAM_SRC).replace("ROUNDS", "1500"))
     v1, v2 = install(d, "v1", LIB_V1), install(d, "v2", LIB_V2)

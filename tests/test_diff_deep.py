@@ -22,7 +22,7 @@ from typing import Any
 
 import htmlpage
 import pytest
-from support import PY, run, write
+from support import HOOK_KIND_ENDS, PY, at_hook_kind_ends, run, write
 
 from leadline.analyse.diff import Func, Settings, Side, compare, to_json
 from leadline.analyse.samples import call_tree, func_key, function_rows, load_profile, selected
@@ -135,6 +135,7 @@ def deep(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     of it at the default --max-depth (about 100 KB), and the 10,000-deep one that works in 300
     functions at the bottom, sampled whole (--max-depth 100000): hundreds of distinct stacks,
     millions of frames if each stack were written out, in under 100 KB."""
+    at_hook_kind_ends()
     d = tmp_path_factory.mktemp("deep")
     write(d, "deep.py", DEEP)
     write(d, "wide.py", WIDE)
@@ -354,6 +355,7 @@ def deep_side(depth: int, path: str, extra: float = 0.0) -> Side:
     return s
 
 
+@HOOK_KIND_ENDS
 def test_compare_of_a_deep_side_counts_each_stack_once() -> None:
     peak = peak_bytes(
         lambda: compare(deep_side(DEPTH, "a.lead"), deep_side(DEPTH, "b.lead"), Settings())

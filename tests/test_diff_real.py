@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support import diff_row, flagged_rows, leadline, run
+from support import HOOK_KIND_ENDS, diff_row, flagged_rows, leadline, run
 
 HERE = Path(__file__).resolve().parent / "real_regressions"
 
@@ -234,6 +234,7 @@ def diff(a: Path, *more: Path | str) -> dict[str, object]:
     return data
 
 
+@HOOK_KIND_ENDS
 @pytest.mark.statistical
 @pytest.mark.network
 @pytest.mark.parametrize("pair", PAIRS, ids=lambda p: f"{p.package}-{p.base}-{p.new}")

@@ -99,6 +99,7 @@ def samples_in(bodies: list[bytes]) -> int:
 # -- exit: the program never waits on the network beyond the flush deadline --------------------
 
 
+@HOOK_KIND_ENDS
 @pytest.mark.parametrize("behaviour", ["backlog", "silent", "trickle", "half", "late"])
 def test_exit_is_not_held_by_a_slow_server(tmp_path: Path, behaviour: str) -> None:
     """A request is in flight (a 10 s socket timeout) when the 4 s program ends: the flush
@@ -121,6 +122,7 @@ def test_exit_is_not_held_by_a_slow_server(tmp_path: Path, behaviour: str) -> No
     assert "Traceback" not in r.stderr
 
 
+@HOOK_KIND_ENDS
 def test_what_a_silent_server_left_is_delivered_by_the_next_run(tmp_path: Path) -> None:
     with Peer("silent") as silent:
         first = push_run(tmp_path, silent.url, 4.0)
@@ -223,6 +225,7 @@ def file_size_limit(limit: int) -> Callable[[], None]:
     return apply
 
 
+@HOOK_KIND_ENDS
 def test_unwritable_spool_while_the_server_fails(tmp_path: Path) -> None:
     """Every spool write fails part-way (the file size limit is 64 bytes) while the server
     answers 500: profiles wait in memory, one warning, no partial file; once the server
@@ -276,7 +279,10 @@ def test_unwritable_spool_while_the_server_is_down(tmp_path: Path) -> None:
     assert r.returncode == 0 and r.stdout.startswith("END "), r.stderr
     assert r.stderr.count("cannot write to the spool") == 1, r.stderr
     s = summary(r.stderr)
-    assert s["pushed"] == 0 and s["spooled"] == 0 and s["dropped"] >= 3, s
+    # Each period with samples is one profile, dropped: how many periods a 3 s program gets
+    # depends on how soon the agent's thread runs (a busy CI host: 3 periods, one of them empty).
+    assert s["pushed"] == 0 and s["spooled"] == 0 and 1 <= s["dropped"] <= s["periods"], s
+    assert s["samples"] > 100, s
     assert not list((tmp_path / "spool").iterdir())
 
 
@@ -322,6 +328,7 @@ INSIDE = """
 """
 
 
+@HOOK_KIND_ENDS
 @pytest.mark.parametrize("options", ["size=16k", "size=1m,ro"])
 def test_spool_on_a_full_or_read_only_file_system(tmp_path: Path, options: str) -> None:
     """The spool on a real file system of its own: a 16 KB tmpfs that fills after a few
@@ -474,7 +481,8 @@ def test_the_agents_own_threads_are_not_pushed(tmp_path: Path) -> None:
     the spool) is not the program's work: every pushed stack is the program's (12 of 645
     samples of a 6 s program were the agent's, and a fleet diff ranked a request's
     `getaddrinfo` second). The program's main thread at its exit, in threading._shutdown, is
-    the program's."""
+    the program's, and so are its garbage collections (a <GC> leaf above its own line: CI on
+    3.10 once sampled one)."""
     r = push_run(tmp_path, "http://127.0.0.1:9", 4.0)  # nothing listens: all of it is spooled
     assert r.returncode == 0, r.stderr
     s = summary(r.stderr)
@@ -484,7 +492,9 @@ def test_the_agents_own_threads_are_not_pushed(tmp_path: Path) -> None:
     others = []
     for body in bodies:
         for frames, w in read_pprof("p", body, "samples").stacks:
-            if {f.file for f in frames} == {prog}:
+            # The program's own collections are its work: the sampler shows them as a <GC>
+            # frame (module gc) above the line that triggered them.
+            if {f.file for f in frames if (f.name, f.file) != ("<GC>", "gc")} == {prog}:
                 continue
             # The main thread's own way out: after its last line, the interpreter runs
             # threading._shutdown on it (a busy host can leave it there for a tick).

@@ -109,6 +109,7 @@ def test_baseline_keys_do_not_follow_pytests_rootdir(tmp_path: Path) -> None:
     assert baseline_key(g, "test_b.py::test_z", outside) == f"{g.resolve().as_posix()}::test_z"
 
 
+@HOOK_KIND_ENDS
 def test_a_baseline_dir_outside_the_project_compares_on_the_second_run(tmp_path: Path) -> None:
     """`pytest tests --leadline-baseline DIR` with DIR outside a project that has no pytest
     configuration: once DIR exists, pytest's rootdir (the common ancestor of the command line's
@@ -153,6 +154,7 @@ TIMING = """
 """
 
 
+@HOOK_KIND_ENDS
 def test_calls_that_change_once_are_traced_again_before_the_test_fails(tmp_path: Path) -> None:
     """A test whose calls changed against its baseline is traced again: a change of code
     changes them again and fails the test (the planted regressions of the other tests), calls
@@ -219,6 +221,7 @@ def assert_cause(stdout: str, name: str) -> None:
     ), stdout
 
 
+@HOOK_KIND_ENDS
 @pytest.mark.statistical
 def test_baseline_then_unchanged_then_regressed(tmp_path: Path) -> None:
     write(tmp_path, "test_suite.py", SUITE)
@@ -389,6 +392,7 @@ def test_a_real_suite_is_compared_by_its_calls(tmp_path: Path) -> None:
     assert "calls grew 400% (10 -> 50)" in reason, reason
 
 
+@HOOK_KIND_ENDS
 @pytest.mark.statistical
 def test_more_runs_a_side_measure_the_noise(tmp_path: Path) -> None:
     """`--leadline-runs 5`: a sampled test runs five times into a folder a side, compared as
@@ -431,6 +435,7 @@ ONCE = """
 """
 
 
+@HOOK_KIND_ENDS
 def test_a_test_that_cannot_run_twice_is_compared_with_fewer_runs(tmp_path: Path) -> None:
     write(tmp_path, "test_suite.py", ONCE)
     runs = ("--leadline-baseline", "base", "--leadline-runs", "3")

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import PY, ROOT, ChildTimeout, run
+from support import HOOK_KIND_ENDS, PY, ROOT, ChildTimeout, run
 
 
 def collected(cwd: str, *args: str) -> set[str]:
@@ -20,6 +20,7 @@ def collected(cwd: str, *args: str) -> set[str]:
     return {i.removeprefix("tests/") for i in ids}
 
 
+@HOOK_KIND_ENDS
 def test_the_suite_collects_alike_from_the_root_and_from_tests() -> None:
     from_root = collected(str(ROOT))
     from_tests = collected(str(ROOT / "tests"))
