@@ -62,6 +62,34 @@ print("ready", flush=True)
 time.sleep(600)
 """
 
+# Threads named as people name them: longer than the system keeps (15 bytes), a subclass of
+# Thread, one whose attributes were made a dict (vars()), one renamed once running, and one left
+# unnamed ("Thread-N (target)").  3.10 to 3.13 give the system none of these names.
+NAMED = """
+import threading, time
+
+class Worker(threading.Thread):
+    pass
+
+def wait():
+    time.sleep(600)
+
+threads = [
+    threading.Thread(target=wait, name="fetcher-with-a-long-name", daemon=True),
+    Worker(target=wait, name="worker-7", daemon=True),
+    threading.Thread(target=wait, name="with-a-dict", daemon=True),
+    threading.Thread(target=wait, name="before", daemon=True),
+    threading.Thread(target=wait, daemon=True),
+]
+for t in threads:
+    t.start()
+threads[2].note = "x"
+vars(threads[2])
+threads[3].name = "renamed-when-running"
+print("ready", flush=True)
+wait()
+"""
+
 # Local variables of every kind dump --locals shows, in a function asleep, its caller (a cell
 # and a closure), and a worker thread.
 LOCALS = """
@@ -180,6 +208,75 @@ def test_a_program_blocked_in_c(tmp_path: Path) -> None:
     assert data["cwd"] == str(tmp_path), data["cwd"]
     assert str(tmp_path) not in text.split("\n", 1)[1], text  # but in the argv line
     assert main["frames"][0]["file"] == str(tmp_path / "target.py")
+
+
+def test_threads_are_named_as_the_program_named_them(tmp_path: Path) -> None:
+    """Read from threading._active's Thread objects in the target's memory, on every version:
+    whole (the system keeps 15 bytes of a name on 3.14+, and none before), whatever the
+    version keeps a Thread's attributes in (values, a dict); as the text, and as a capture kept
+    with -o, which reports name the same way."""
+    want = {
+        "MainThread",
+        "fetcher-with-a-long-name",
+        "worker-7",
+        "with-a-dict",
+        "renamed-when-running",
+        "Thread-1 (wait)",
+    }
+    with target(tmp_path, NAMED) as proc:
+        data = dump_json(proc, tmp_path)
+        kept = tmp_path / "snap.lead"
+        text = leadline("dump", proc.pid, "-o", kept, cwd=tmp_path, check=True).stdout
+    assert {t["name"] for t in data["threads"]} == want, data["threads"]
+    main = next(t for t in data["threads"] if t["tid"] == proc.pid)
+    assert main["name"] == "MainThread"
+    assert all(names(t)[0] == "wait" for t in data["threads"]), data["threads"]
+    assert "(fetcher-with-a-long-name): idle" in text and "(Thread-1 (wait)): idle" in text, text
+    assert {t["name"] for t in report(kept, tmp_path)["threads"]} == want
+
+
+# A program that has made threading._active what no Thread left it: an entry that is no
+# Thread, one under a key that is no int, a Thread whose _name is no str, and one whose
+# attributes dict was replaced by a subclass of dict.
+ODD_ACTIVE = """
+import threading, time
+
+class Odd(dict):
+    pass
+
+def wait():
+    time.sleep(600)
+
+threads = [threading.Thread(target=wait, name=n, daemon=True) for n in ("plain", "int", "odd")]
+for t in threads:
+    t.start()
+threading._active[1] = object()
+threading._active["not an int"] = threads[0]
+threads[1]._name = 42
+threads[2].__dict__ = Odd(threads[2].__dict__)
+print("ready", flush=True)
+wait()
+"""
+
+
+def test_threads_whose_names_cannot_be_read_keep_the_systems(tmp_path: Path) -> None:
+    """What cannot be read as a Thread's name is left out: that thread keeps the name the
+    system gives it, every other is named, and dump says nothing else has changed."""
+    with target(tmp_path, ODD_ACTIVE) as proc:
+        data = dump_json(proc, tmp_path)
+    shown = {t["name"] for t in data["threads"]}
+    assert len(data["threads"]) == 4 and {"MainThread", "plain", "odd"} <= shown, shown
+    assert "42" not in shown and all(names(t)[0] == "wait" for t in data["threads"]), shown
+
+
+def test_attach_names_the_threads_too(tmp_path: Path) -> None:
+    """attach reads the names once it has stopped sampling, as dump does: its capture's report
+    names each thread as the program did."""
+    with target(tmp_path, NAMED) as proc:
+        cap = tmp_path / "att.lead"
+        leadline("attach", proc.pid, "--duration", "0.5", "-q", "-o", cap, cwd=tmp_path, check=True)
+    shown = {t["name"] for t in report(cap, tmp_path)["threads"]}
+    assert {"MainThread", "fetcher-with-a-long-name", "renamed-when-running"} <= shown, shown
 
 
 def test_a_thread_that_holds_the_gil_forever(tmp_path: Path) -> None:

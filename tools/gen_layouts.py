@@ -102,17 +102,42 @@ FIELDS: list[tuple[str, str, int, int]] = [
         15,
         15,
     ),
-    ("interp_modules", "offsetof(PyInterpreterState, modules)", 11, 11),
-    ("interp_modules", "offsetof(PyInterpreterState, imports.modules)", 12, 13),
-    ("module_dict", "offsetof(PyModuleObject, md_dict)", 11, 13),
-    ("dict_keys", "offsetof(PyDictObject, ma_keys)", 11, 13),
-    ("dict_values", "offsetof(PyDictObject, ma_values)", 11, 13),
-    ("dictkeys_log2_index_bytes", "offsetof(PyDictKeysObject, dk_log2_index_bytes)", 11, 13),
-    ("dictkeys_kind", "offsetof(PyDictKeysObject, dk_kind)", 11, 13),
-    ("dictkeys_nentries", "offsetof(PyDictKeysObject, dk_nentries)", 11, 13),
-    ("dictkeys_indices", "offsetof(PyDictKeysObject, dk_indices)", 11, 13),
-    ("dict_entry_size", "sizeof(PyDictKeyEntry)", 11, 13),
-    ("dict_unicode_entry_size", "sizeof(PyDictUnicodeEntry)", 11, 13),
+    # 3.10 keeps the module object and the dict's keys in no header (Objects/moduleobject.c,
+    # Objects/dict-common.h): their fields as those files declare them, the keys' index width
+    # following from dk_size, every entry general (hash, key, value).
+    ("interp_modules", "offsetof(PyInterpreterState, modules)", 10, 11),
+    ("interp_modules", "offsetof(PyInterpreterState, imports.modules)", 12, 15),
+    ("module_dict", "sizeof(PyObject)", 10, 10),
+    ("module_dict", "offsetof(PyModuleObject, md_dict)", 11, 15),
+    ("dict_keys", "offsetof(PyDictObject, ma_keys)", 10, 15),
+    ("dict_values", "offsetof(PyDictObject, ma_values)", 10, 15),
+    ("dictkeys_size", "sizeof(Py_ssize_t)", 10, 10),
+    ("dictkeys_log2_index_bytes", "offsetof(PyDictKeysObject, dk_log2_index_bytes)", 11, 15),
+    ("dictkeys_kind", "offsetof(PyDictKeysObject, dk_kind)", 11, 15),
+    ("dictkeys_nentries", "4 * sizeof(Py_ssize_t)", 10, 10),
+    ("dictkeys_nentries", "offsetof(PyDictKeysObject, dk_nentries)", 11, 15),
+    ("dictkeys_indices", "5 * sizeof(Py_ssize_t)", 10, 10),
+    ("dictkeys_indices", "offsetof(PyDictKeysObject, dk_indices)", 11, 15),
+    ("dict_entry_size", "3 * sizeof(PyObject *)", 10, 10),
+    ("dict_entry_size", "sizeof(PyDictKeyEntry)", 11, 15),
+    ("dict_unicode_entry_size", "sizeof(PyDictUnicodeEntry)", 11, 15),
+    # An instance's attributes (the names threads were given: threading._active's Thread
+    # objects' _name): 3.10 a dict at tp_dictoffset; 3.11 values (keys: the type's cached
+    # keys) or a dict before the object; 3.12 one word there, values when tagged; 3.13+ values
+    # inline after the object (at tp_basicsize) while valid, else the dict before it.
+    ("type_dictoffset", "offsetof(PyTypeObject, tp_dictoffset)", 10, 10),
+    ("heaptype_cached_keys", "offsetof(PyHeapTypeObject, ht_cached_keys)", 10, 15),
+    ("tpflags_managed_dict", "Py_TPFLAGS_MANAGED_DICT", 11, 15),
+    ("managed_values", "-4 * (int)sizeof(PyObject *)", 11, 11),  # _PyObject_ValuesPointer
+    ("managed_dict", "MANAGED_DICT_OFFSET", 11, 11),
+    ("managed_dict", "-3 * (int)sizeof(PyObject *)", 12, 12),  # _PyObject_DictOrValuesPointer
+    ("managed_dict", "MANAGED_DICT_OFFSET", 13, 15),
+    ("managed_values_tag", "1", 12, 12),  # _PyDictOrValues_IsValues, _GetValues: word + 1
+    ("tpflags_inline_values", "Py_TPFLAGS_INLINE_VALUES", 13, 15),
+    ("type_basicsize", "offsetof(PyTypeObject, tp_basicsize)", 13, 15),  # _PyObject_InlineValues
+    ("dictvalues_valid", "offsetof(PyDictValues, valid)", 13, 15),
+    ("dictvalues_values", "0", 10, 10),  # ma_values: the array itself
+    ("dictvalues_values", "offsetof(PyDictValues, values)", 11, 15),
     # A task's name may be an int (3.13+ number unnamed tasks lazily): its type's flags say
     # which, and its digits are read as CPython stores them.
     ("type_flags", "offsetof(PyTypeObject, tp_flags)", 10, 15),
@@ -232,6 +257,7 @@ PROBE = """\
 #if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_dict.h"
 #include "internal/pycore_moduleobject.h"
+#include "internal/pycore_object.h"
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
 #include "internal/pycore_genobject.h"

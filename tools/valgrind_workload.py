@@ -8,11 +8,12 @@ does nothing fails here instead of passing valgrind unseen:
             fork() while recording (the writer and sampler threads joined and restarted)
   read      reader.c: the event decoder, the aggregator, the RSS timeline decoder, and damaged
             payloads fed to each
-  sample    sampler.c, stackwalk.c, procmem.c, tasks.c, locals.c: leadline.profile in this
-            process (with memory, a thread and a fork), asyncio tasks taking turns (--async
-            all), the same with --subprocesses finding a child Python, `attach`
-            to another Python process (inspect_process, the ELF symbol lookup, remote reads)
-            and a snapshot of it with its local variables (dump --locals),
+  sample    sampler.c, stackwalk.c, procmem.c, tasks.c, locals.c, pyobjects.c:
+            leadline.profile in this process (with memory, a thread and a fork), asyncio
+            tasks taking turns (--async all), the same with --subprocesses finding a child
+            Python, `attach` to another Python process (inspect_process, the ELF symbol
+            lookup, remote reads) and a snapshot of it with its local variables (dump
+            --locals) and its threads' names,
             line tables and _Py_DebugOffsets tables, good and damaged
   marks     marks.c: mark/span/MarkHandler with nothing listening, then into a trace, a profile
             and a probe capture (Journal); long fields, long names, a full chunk
@@ -262,7 +263,10 @@ ran["task_functions"] = len(task_names)
 # -- sample: --subprocesses, then attach to another Python ----------------------------------------
 CHILD = textwrap.dedent(
     """\
-    import sys, time
+    import sys, threading, time
+
+    # A named thread whose name the snapshot reads from threading._active (pyobjects.c).
+    threading.Thread(target=time.sleep, args=(60,), name="vg-named-thread", daemon=True).start()
 
     def child_spin(seconds):
         end = time.monotonic() + seconds
@@ -317,6 +321,10 @@ with Capture(OUT / "dump.lead") as cap:
     variables = {v["name"]: v["repr"] for v in cap.end.get("locals") or []}
 assert {"seconds", "end", "n"} <= set(variables) and variables["seconds"] == "30.0", variables
 ran["dump_locals"] = len(variables)
+with Capture(OUT / "dump.lead") as cap:
+    thread_names = set((cap.end.get("threads") or {}).values())
+assert {"MainThread", "vg-named-thread"} <= thread_names, thread_names
+ran["dump_thread_names"] = len(thread_names)
 ran["attach_layout"] = info["layout_source"]
 
 # Line tables and debug-offset tables (what the sampler decodes from another process).

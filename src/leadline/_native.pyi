@@ -127,8 +127,9 @@ class Sampler:
     def finish(self) -> dict[str, Any]:
         """Stops sampling: {ticks, samples, missed, torn, deferred, retried, truncated,
         sampler_cpu_ns, t_end, reads, tick_ns, stacks, functions, processes, exit_t, parked,
-        held, gil_reads, locals}; locals: (serial, frame, kind, name, type, value) each, the
-        last three bytes (record/locals.py)."""
+        held, gil_reads, locals, locals_held_ns, thread_names}; locals: (serial, frame, kind,
+        name, type, value) each, the last three bytes (record/locals.py); thread_names: (pid,
+        ident, name) of each thread another process's threading module knows."""
     def close(self, end: EndPayload, /) -> dict[str, Any]: ...
     def before_fork(self) -> None: ...
     def resume(self, later: bool = ...) -> None: ...

@@ -36,6 +36,7 @@
 #include "leadline.h"
 #include "locals.h"
 #include "procmem.h"
+#include "pyobjects.h"
 #include "stackwalk.h"
 #include "tasks.h"
 
@@ -1886,6 +1887,34 @@ static PyObject *locals_list(const LLLocals *l) {
     return list;
 }
 
+/* The names another process's program gave its threads (ll_thread_names: the system has
+ * none of them before 3.14, and their first 15 bytes after), as a list of (pid, ident, name);
+ * read once sampling has stopped, from a process that may have ended meanwhile (then none). */
+static PyObject *thread_names_list(Sampler *S) {
+    PyObject *list = PyList_New(0);
+    size_t cap = 1 << 16;
+    uint8_t *buf = malloc(cap);
+    for (int i = 0; list && buf && i < S->ntargets; i++) {
+        Target *T = &S->targets[i];
+        if (T->pid == getpid() || !T->interp || !ll_instances_supported(&T->proc.layout)) continue;
+        ll_mem_forget(&T->proc.mem);
+        long n = ll_thread_names(&T->proc, T->interp, buf, cap);
+        for (long at = 0; n > 0 && list && at + 10 <= n;) {
+            uint64_t ident;
+            uint16_t len;
+            memcpy(&ident, buf + at, 8);
+            memcpy(&len, buf + at + 8, 2);
+            PyObject *item = Py_BuildValue("(iKs#)", (int)T->pid, (unsigned long long)ident,
+                                           (const char *)buf + at + 10, (Py_ssize_t)len);
+            if (!item || PyList_Append(list, item)) Py_CLEAR(list);
+            Py_XDECREF(item);
+            at += 10 + (long)len;
+        }
+    }
+    free(buf);
+    return list;
+}
+
 static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
     Sampler *S = (Sampler *)self;
     sampler_stop(S);
@@ -1908,12 +1937,18 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
         Py_DECREF(gil);
         return NULL;
     }
+    PyObject *names = thread_names_list(S);
+    if (!names) {
+        Py_DECREF(gil);
+        Py_DECREF(locals);
+        return NULL;
+    }
     uint64_t held_ns = 0;
     for (int i = 0; i < S->ntargets; i++)
         for (int k = 0; k < S->targets[i].nthreads; k++)
             held_ns += S->targets[i].threads[k].held_total_ns;
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:N,s:K}",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:N,s:K,s:N}",
         "ticks",
         (unsigned long long)S->ticks, "samples", (unsigned long long)S->samples, "missed",
         (unsigned long long)S->missed, "torn", (unsigned long long)S->torn, "deferred",
@@ -1925,7 +1960,7 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
         (unsigned long long)S->st.next_func, "processes", (unsigned long long)S->ntargets, "exit_t",
         (unsigned long long)S->exit_t, "parked", (unsigned long long)S->parked, "held",
         (unsigned long long)S->held, "gil_reads", gil, "locals", locals, "locals_held_ns",
-        (unsigned long long)held_ns);
+        (unsigned long long)held_ns, "thread_names", names);
 }
 
 /* close(end): END is bytes, or a callable that makes them (see ll_writer_close_py). */

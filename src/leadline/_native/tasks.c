@@ -27,6 +27,7 @@
 
 #include "leadline.h"
 #include "procmem.h"
+#include "pyobjects.h"
 
 #define LL_TASK_NAMES 256                /* (task, name) pairs remembered */
 /* How often to look for the _asyncio module again while it is not found: a look costs two
@@ -35,7 +36,6 @@
 #define LL_MAX_LOOPS 16                  /* running tasks (one a loop) looked at */
 #define LL_MAX_MODULES 65536             /* entries of sys.modules read to find _asyncio */
 #define LL_TASK_NAME_MAX 1024            /* bytes of a task's name kept (then cut) */
-enum { DICT_KEYS_GENERAL = 0, DICT_KEYS_UNICODE = 1 };
 
 struct LLTaskName {
     uint64_t task, name;
@@ -55,110 +55,27 @@ int ll_tasks_supported(const LLLayout *L) {
            L->dictkeys_indices >= 0;
 }
 
-/* ---- dicts (3.11-3.13), read as CPython lays them out ---- */
-
-typedef struct {
-    uint8_t *entries; /* malloc'd: n entries of `size` bytes */
-    size_t n, size;
-    int key, value; /* offsets in an entry */
-} Entries;
-
-/* The entries of the combined dict at `dict` (at most `max`); -1 if it cannot be read or is
- * split (a split table's values are elsewhere: an instance's, never one looked at here). */
-static int dict_entries(LLProc *p, uint64_t dict, size_t max, uint64_t *type, Entries *e) {
-    const LLLayout *L = &p->layout;
-    uint8_t d[64], k[64];
-    memset(e, 0, sizeof *e);
-    if (L->dict_values + 8 > (int)sizeof d || L->dictkeys_indices > (int)sizeof k) return -1;
-    if (ll_mem_read(&p->mem, dict, d, (size_t)L->dict_values + 8)) return -1;
-    if (type) *type = ll_rd64(d, 8);
-    uint64_t keys = ll_rd64(d, L->dict_keys);
-    if (!keys || ll_rd64(d, L->dict_values)) return -1;
-    if (ll_mem_read(&p->mem, keys, k, (size_t)L->dictkeys_indices)) return -1;
-    unsigned log2_index_bytes = k[L->dictkeys_log2_index_bytes];
-    int kind = k[L->dictkeys_kind];
-    int64_t n = (int64_t)ll_rd64(k, L->dictkeys_nentries);
-    if (log2_index_bytes > 40 || n < 0 || (kind != DICT_KEYS_GENERAL && kind != DICT_KEYS_UNICODE))
-        return -1;
-    if ((size_t)n > max) n = (int64_t)max;
-    e->size = (size_t)(kind == DICT_KEYS_GENERAL ? L->dict_entry_size : L->dict_unicode_entry_size);
-    e->key = kind == DICT_KEYS_GENERAL ? 8 : 0; /* after the general entry's hash */
-    e->value = e->key + 8;
-    e->n = (size_t)n;
-    e->entries = malloc(e->n * e->size + 1);
-    if (!e->entries) return -1;
-    uint64_t at = keys + (uint64_t)L->dictkeys_indices + ((uint64_t)1 << log2_index_bytes);
-    /* A large table (sys.modules) is read past the page cache, which it would only evict. */
-    size_t bytes = e->n * e->size;
-    if (bytes && (bytes > LL_PAGE ? ll_mem_read_raw(p->mem.pid, at, e->entries, bytes)
-                                  : ll_mem_read(&p->mem, at, e->entries, bytes))) {
-        free(e->entries);
-        e->entries = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-/* The value under the ASCII string key `key` of the dict at `dict` (0: none found).  The keys'
- * first bytes are read in as few system calls as the kernel allows. */
-static uint64_t dict_get(LLProc *p, uint64_t dict, const char *key, size_t max) {
-    const LLLayout *L = &p->layout;
-    Entries e;
-    if (dict_entries(p, dict, max, NULL, &e)) return 0;
-    size_t klen = strlen(key), size = (size_t)L->unicode_ascii_size + klen;
-    uint64_t *addrs = malloc(sizeof *addrs * (e.n + 1));
-    uint8_t *heads = malloc(size * (e.n + 1));
-    uint64_t found = 0;
-    size_t m = 0;
-    for (size_t i = 0; addrs && i < e.n; i++) {
-        uint64_t k = ll_rd64(e.entries + i * e.size, e.key);
-        if (k && ll_rd64(e.entries + i * e.size, e.value)) addrs[m++] = k;
-    }
-    for (size_t done = 0; heads && addrs && done < m && !found;) {
-        size_t got = ll_mem_read_many(p->mem.pid, addrs + done, m - done, heads, size);
-        for (size_t i = 0; i < got && !found; i++) {
-            const uint8_t *h = heads + i * size;
-            uint32_t state;
-            memcpy(&state, h + L->unicode_state, 4);
-            int64_t len = (int64_t)ll_rd64(h, L->unicode_length);
-            int compact_ascii = ((state >> 5) & 1) && ((state >> 6) & 1);
-            if (compact_ascii && len == (int64_t)klen &&
-                !memcmp(h + L->unicode_ascii_size, key, klen)) {
-                uint64_t want = addrs[done + i];
-                for (size_t j = 0; j < e.n && !found; j++)
-                    if (ll_rd64(e.entries + j * e.size, e.key) == want)
-                        found = ll_rd64(e.entries + j * e.size, e.value);
-            }
-        }
-        done += got + 1; /* the one that could not be read whole is skipped */
-    }
-    free(addrs);
-    free(heads);
-    free(e.entries);
-    return found;
-}
-
 /* 3.11-3.13: the _asyncio module's dict of running tasks, _asyncio._current_tasks.  Its keys
  * are searched again only once sys.modules has changed (another table, or more entries). */
 static void find_current_tasks(LLTasks *a, LLProc *p, uint64_t interp) {
     const LLLayout *L = &p->layout;
     uint64_t modules = 0, module = 0, mdict = 0, tasks = 0, type = 0, keys = 0;
     int64_t n = 0;
-    Entries e;
+    LLDictEntries e;
     if (ll_mem_read(&p->mem, interp + (uint64_t)L->interp_modules, &modules, 8) || !modules ||
         ll_mem_read(&p->mem, modules + (uint64_t)L->dict_keys, &keys, 8) || !keys ||
         ll_mem_read(&p->mem, keys + (uint64_t)L->dictkeys_nentries, &n, 8))
         return;
     if (keys == a->modules_keys && n == a->modules_n) return;
-    if (!(module = dict_get(p, modules, "_asyncio", LL_MAX_MODULES))) {
+    if (!(module = ll_dict_get(p, modules, "_asyncio", LL_MAX_MODULES))) {
         a->modules_keys = keys; /* not imported: not looked for again until sys.modules grows */
         a->modules_n = n;
         return;
     }
     /* Imported, perhaps not yet initialised: looked for again at the next lookup. */
     if (ll_mem_read(&p->mem, module + (uint64_t)L->module_dict, &mdict, 8) || !mdict) return;
-    if (!(tasks = dict_get(p, mdict, "_current_tasks", 4096))) return;
-    if (dict_entries(p, tasks, 0, &type, &e)) return;
+    if (!(tasks = ll_dict_get(p, mdict, "_current_tasks", 4096))) return;
+    if (ll_dict_entries(p, tasks, 0, &type, &e)) return;
     free(e.entries);
     a->current_tasks = tasks;
     a->dict_type = type;
@@ -182,9 +99,9 @@ static int running_tasks(LLTasks *a, LLStacks *st, LLProc *p, uint64_t interp, u
         find_current_tasks(a, p, interp);
         if (!a->current_tasks) return 0;
     }
-    Entries e;
+    LLDictEntries e;
     uint64_t type = 0;
-    if (dict_entries(p, a->current_tasks, LL_MAX_LOOPS, &type, &e) || type != a->dict_type) {
+    if (ll_dict_entries(p, a->current_tasks, LL_MAX_LOOPS, &type, &e) || type != a->dict_type) {
         free(e.entries);
         a->current_tasks = 0; /* no longer the dict it was: look for it again */
         return 0;
@@ -208,18 +125,9 @@ static long task_name_text(LLProc *p, uint64_t name, char *text, size_t cap) {
         ll_mem_read(&p->mem, type + (uint64_t)L->type_flags, &flags, 8))
         return -1;
     if (flags & LL_TPFLAGS_UNICODE) return ll_read_str(&p->mem, L, name, text, cap);
-    if (!(flags & LL_TPFLAGS_LONG) || L->long_size < 0 || L->long_digits < 0) return -1;
-    /* "Task-N": N small and positive, in one or two 30-bit digits. */
-    int64_t size = 0;
-    uint32_t digit[2] = {0, 0};
-    if (ll_mem_read(&p->mem, name + (uint64_t)L->long_size, &size, 8)) return -1;
-    int64_t ndigits = L->minor >= 12 ? (int64_t)((uint64_t)size >> 3) : size;
-    int negative = L->minor >= 12 ? (size & 3) == 2 : size < 0;
-    if (negative || ndigits > 2) return -1;
-    if (ndigits && ll_mem_read(&p->mem, name + (uint64_t)L->long_digits, digit,
-                               (size_t)ndigits * 4))
-        return -1;
-    uint64_t v = (uint64_t)digit[0] | (ndigits > 1 ? (uint64_t)digit[1] << 30 : 0);
+    /* "Task-N": N small and positive. */
+    uint64_t v = 0;
+    if (ll_read_small_int(p, name, &v)) return -1;
     return snprintf(text, cap, "Task-%llu", (unsigned long long)v);
 }
 

@@ -328,9 +328,17 @@ def attach(
         pass
     counters = sampler.finish()
 
+    # The names the program gave its threads, read from threading._active once sampling
+    # stopped (none if the process has ended): before 3.14 the system has none of them, from
+    # 3.14 on their first 15 bytes.
+    names = {str(ident): name for p, ident, name in counters["thread_names"] if p == pid}
+
     def make_end(written: dict[str, Any]) -> bytes:
         stop = early_stop(written)
-        return capture_end(counters, written, stop, **_end_fields(counters, written))
+        fields = _end_fields(counters, written)
+        if names:
+            fields["threads"] = names
+        return capture_end(counters, written, stop, **fields)
 
     written = sampler.close(make_end)
     secs = time.perf_counter() - started
