@@ -57,6 +57,7 @@ native = Extension(
         "src/leadline/_native/stackwalk.c",
         "src/leadline/_native/tasks.c",
         "src/leadline/_native/pyobjects.c",
+        "src/leadline/_native/native.c",
         "src/leadline/_native/locals.c",
         "src/leadline/_native/marks.c",
         "src/leadline/_native/probe.c",

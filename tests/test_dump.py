@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from support import PY, leadline, report, write
+
+from leadline.capture.reader import Capture
 
 # The main thread asleep in C; a worker blocked on an empty queue.
 BLOCKED = """
@@ -451,3 +454,149 @@ def test_dump_errors(tmp_path: Path) -> None:
     ], r.stderr
     r = leadline("dump", "abc", cwd=tmp_path)
     assert r.returncode == 2 and "not a process id: 'abc'" in r.stderr
+
+
+# --native: C code under the Python line that called it, in a C library through an extension
+# (zlib), in the interpreter itself (re), and in an extension built here that holds the GIL.
+COMPRESSING = """
+import os, zlib
+
+def compress_forever(data):
+    while True:
+        zlib.compress(data, 9)
+
+print("ready", flush=True)
+compress_forever(os.urandom(1 << 20) * 4)
+"""
+
+SEARCHING = """
+import re, threading, time
+
+def search_forever(text):
+    while True:
+        re.search(r"(\\w+)\\s+needle", text)
+
+text = "abc " * 1000000 + "needle"
+threading.Thread(target=search_forever, args=(text,), name="searcher", daemon=True).start()
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+SPINNING = """
+import sys, time
+sys.path.insert(0, ".")
+import spinmod
+
+def spin():
+    spinmod.spin_in_c()
+
+print("ready", flush=True)
+spin()
+"""
+
+SPINMOD = """
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static volatile unsigned long spun;
+
+static PyObject *spin_in_c(PyObject *self, PyObject *unused) {
+    for (;;) spun++;  /* holding the GIL */
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {{"spin_in_c", spin_in_c, METH_NOARGS, ""}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "spinmod", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_spinmod(void) { return PyModule_Create(&module); }
+"""
+
+
+def build_spinmod(tmp_path: Path) -> None:
+    """The C extension, built with the compiler and the headers of the Python under test."""
+    (tmp_path / "spinmod.c").write_text(SPINMOD)
+    out = tmp_path / f"spinmod{sysconfig.get_config_var('EXT_SUFFIX')}"
+    include = sysconfig.get_paths()["include"]
+    cmd = ["gcc", "-shared", "-fPIC", "-O1", "-g", f"-I{include}", "spinmod.c", "-o", str(out)]
+    subprocess.run(cmd, cwd=tmp_path, check=True)
+
+
+def is_python(frame: dict[str, Any]) -> bool:
+    return str(frame["file"]).endswith(".py")
+
+
+def under(thread: dict[str, Any], c_function: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The C frame named `c_function`, and the first Python frame outward of it: the line that
+    called it."""
+    frames = thread["frames"]
+    at = next(i for i, f in enumerate(frames) if f["name"] == c_function)
+    caller = next(f for f in frames[at + 1 :] if is_python(f))
+    return frames[at], caller
+
+
+def assert_interleaved(native: dict[str, Any], plain: dict[str, Any]) -> None:
+    """--native's Python frames are the plain dump's, in order; no eval-loop frame is left."""
+    assert [f["name"] for f in native["frames"] if is_python(f)] == names(plain), (native, plain)
+    assert not any(f["name"] == "_PyEval_EvalFrameDefault" for f in native["frames"]), native
+
+
+def test_native_frames_of_a_c_library_through_an_extension(tmp_path: Path) -> None:
+    with target(tmp_path, COMPRESSING, settle=0.3) as proc:
+        data = dump_json(proc, tmp_path, "--native")
+        kept = tmp_path / "snap.lead"
+        text = leadline("dump", proc.pid, "--native", "-o", kept, cwd=tmp_path, check=True).stdout
+    (main,) = data["threads"]
+    c, caller = under(main, "zlib_compress")
+    # (In the zlib extension, or in the interpreter, which builds it in on Debian's 3.14+.)
+    assert c["file"].startswith(("zlib.cpython-", "python3", "libpython3")) and c["line"] == 0, c
+    assert (caller["name"], caller["line"]) == (
+        "compress_forever",
+        line_of(COMPRESSING, "zlib.compress(data, 9)"),
+    ), main
+    assert any(f["name"] == "deflate" and f["file"].startswith("libz.so") for f in main["frames"])
+    assert [f["name"] for f in main["frames"] if is_python(f)] == ["compress_forever", "<module>"]
+    assert "    zlib_compress (" in text, text
+    # The thread was stopped while its C stack was read (running C code without the GIL, it
+    # is not held for the Python read): END says how long.
+    with Capture(kept) as cap:
+        assert cap.end is not None and 0 < cap.end["native_held_ns"] < 10**9, cap.end
+
+
+def test_native_frames_of_the_interpreter_under_a_thread(tmp_path: Path) -> None:
+    with target(tmp_path, SEARCHING, settle=0.3) as proc:
+        data = dump_json(proc, tmp_path, "--native")
+    (searcher,) = [t for t in data["threads"] if t["name"] == "searcher"]
+    frames = searcher["frames"]
+    py = [i for i, f in enumerate(frames) if is_python(f)]
+    # re.search (re/__init__.py; 3.10: re.py) called from search_forever, the regular
+    # expression engine's C functions inside it, and the thread's own start in C (libc's
+    # start_thread) outermost.
+    assert [frames[i]["name"] for i in py[:2]] == ["search", "search_forever"], frames
+    assert frames[py[0]]["file"].endswith(("/re.py", "/re/__init__.py")) and py[0] > 0, frames
+    assert any("sre" in f["name"] for f in frames[: py[0]]), frames
+    assert frames[-1]["file"].startswith("libc.so"), frames  # the thread's start (clone3)
+    main = next(t for t in data["threads"] if t["tid"] == proc.pid)
+    # Asleep in libc (clock_nanosleep; 3.10: select), under time.sleep's line.
+    caller = next(f for f in main["frames"] if is_python(f))
+    c_part = main["frames"][: main["frames"].index(caller)]
+    assert c_part[0]["file"].startswith("libc.so"), main
+    assert any(w in f["name"] for f in c_part for w in ("sleep", "select")), main
+    assert (caller["name"], caller["line"]) == ("<module>", line_of(SEARCHING, "time.sleep(600)"))
+
+
+def test_native_frames_of_an_extension_that_holds_the_gil(tmp_path: Path) -> None:
+    build_spinmod(tmp_path)
+    with target(tmp_path, SPINNING, settle=0.3) as proc:
+        plain = dump_json(proc, tmp_path)
+        data = dump_json(proc, tmp_path, "--native")
+    (main,) = data["threads"]
+    assert main["state"] == "running" and main["gil"] == "held", main
+    c, caller = under(main, "spin_in_c")
+    assert c["file"].startswith("spinmod.cpython-"), c
+    assert (caller["name"], caller["line"]) == ("spin", line_of(SPINNING, "spinmod.spin_in_c()"))
+    assert main["frames"][0] == c  # innermost: the loop itself
+    assert_interleaved(main, plain["threads"][0])
+
+
+def test_native_is_refused_without_a_process_to_read(tmp_path: Path) -> None:
+    r = leadline("dump", "1" * 7, "--native", cwd=tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr

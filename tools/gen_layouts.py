@@ -51,6 +51,9 @@ FIELDS: list[tuple[str, str, int, int]] = [
     ("frame_instr", "offsetof(_PyInterpreterFrame, prev_instr)", 11, 12),
     ("frame_instr", "offsetof(_PyInterpreterFrame, instr_ptr)", 13, 15),
     ("frame_owner", "offsetof(_PyInterpreterFrame, owner)", 11, 15),
+    # --native: 3.11 marks the frame each call of the eval loop began with (3.12+ put an entry
+    # frame owned by the C stack under it instead).
+    ("frame_is_entry", "offsetof(_PyInterpreterFrame, is_entry)", 11, 11),
     ("frame_size", "offsetof(_PyInterpreterFrame, localsplus)", 11, 15),
     ("code_filename", "offsetof(PyCodeObject, co_filename)", 10, 15),
     ("code_name", "offsetof(PyCodeObject, co_name)", 10, 15),

@@ -102,6 +102,8 @@ def layout_from_debug_offsets(table: bytes, minor: int, /) -> dict[str, Any]:
     {offsets, published, warning}; ValueError if it is damaged or of a free-threaded build."""
 
 def line_table(minor: int, firstline: int, raw: bytes, /) -> list[tuple[int, int]]: ...
+def native_unavailable() -> str | None:
+    """None if C stacks can be unwound (elfutils' libdw loads), else why not."""
 
 class Sampler:
     """Samples the Python stacks of process `pid` (and, with subprocesses, its descendants)
@@ -123,13 +125,15 @@ class Sampler:
         tasks: int = ...,
         ticks: int = ...,
         locals: int = ...,
+        native: bool = ...,
     ) -> None: ...
     def finish(self) -> dict[str, Any]:
         """Stops sampling: {ticks, samples, missed, torn, deferred, retried, truncated,
         sampler_cpu_ns, t_end, reads, tick_ns, stacks, functions, processes, exit_t, parked,
-        held, gil_reads, locals, locals_held_ns, thread_names}; locals: (serial, frame, kind,
-        name, type, value) each, the last three bytes (record/locals.py); thread_names: (pid,
-        ident, name) of each thread another process's threading module knows."""
+        held, gil_reads, locals, locals_held_ns, thread_names, native}; locals: (serial,
+        frame, kind, name, type, value) each, the last three bytes (record/locals.py);
+        thread_names: (pid, ident, name) of each thread another process's threading module
+        knows; native: a snapshot with C frames (its held time is locals_held_ns)."""
     def close(self, end: EndPayload, /) -> dict[str, Any]: ...
     def before_fork(self) -> None: ...
     def resume(self, later: bool = ...) -> None: ...

@@ -29,7 +29,7 @@
 
 /* ---- capture format constants (docs/format.md) ---- */
 #define LL_FORMAT_MAJOR 1
-#define LL_FORMAT_MINOR 5
+#define LL_FORMAT_MINOR 6
 
 /* Each list below exists once: the C code uses its enum, and the module exports it to Python
  * as a dict of name -> number (CHUNK_KINDS, EVENT_KINDS, MARK_KINDS), so nothing is copied. */
@@ -292,6 +292,7 @@ extern PyTypeObject LLHook_Type;
 int ll_sampler_init(void);
 extern PyTypeObject LLSampler_Type;
 PyObject *ll_inspect_process(PyObject *module, PyObject *args);
+PyObject *ll_native_unavailable(PyObject *module, PyObject *unused);
 PyObject *ll_layout_from_table(PyObject *module, PyObject *args);
 PyObject *ll_line_table(PyObject *module, PyObject *args);
 

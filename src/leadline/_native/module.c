@@ -23,6 +23,8 @@ static PyMethodDef module_methods[] = {
     {"layout_from_debug_offsets", ll_layout_from_table, METH_VARARGS,
      "layout_from_debug_offsets(table, minor) -> {offsets, published, warning}; raises if the "
      "table is damaged or of an unsupported build"},
+    {"native_unavailable", ll_native_unavailable, METH_NOARGS,
+     "native_unavailable() -> None if C stacks can be unwound (libdw loads), else why not"},
     {"line_table", ll_line_table, METH_VARARGS,
      "line_table(minor, firstline, raw) -> [(offset, line)] from CPython's own encoding"},
     {"tick_ns", tick_ns, METH_NOARGS, "Nanoseconds per clock tick (calibrated once)."},

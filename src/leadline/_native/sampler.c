@@ -35,6 +35,7 @@
 
 #include "leadline.h"
 #include "locals.h"
+#include "native.h"
 #include "procmem.h"
 #include "pyobjects.h"
 #include "stackwalk.h"
@@ -146,6 +147,8 @@ typedef struct {
 typedef struct {
     pid_t pid;
     LLProc proc; /* how it is read: its layout, memory, code objects */
+    LLNative *native; /* dump --native: its C stacks' unwinder, once one is needed */
+    int native_failed; /* it could not be made */
     uint64_t runtime;
     int statm_fd;
     uint64_t rss_pages;
@@ -198,6 +201,7 @@ typedef struct {
     /* A snapshot's innermost frames whose local variables are read (dump --locals), and what
      * was read of them (records of locals.h). */
     int locals_frames;
+    int native; /* a snapshot with each thread's C frames (dump --native) */
     LLLocals locals;
     uint64_t snapshot_gil_until; /* a snapshot: when it stops watching threads (gil_state) */
     Target *targets;
@@ -1022,6 +1026,32 @@ static int likely_pages(const ThreadSlot *slot, uint64_t *out) {
 
 /* One thread of a tick: its CPU time, its stack, what the sample stands for.  THREAD_PENDING:
  * *out is to be written; THREAD_GONE: the process ended while the stack was read. */
+static int stop_thread_now(pid_t tid);
+
+/* dump --native: the thread's stack with its C frames (native.c), read while it is stopped
+ * (held already if it runs Python code, else stopped for the unwind alone: its Python frames
+ * do not change without the GIL); how many frames are in S->st.frames.  `n` (the Python
+ * frames alone) where the process cannot be unwound. */
+static int native_frames(Sampler *S, Target *T, ThreadSlot *slot, int n) {
+    if (slot->tid <= 0 || T->native_failed) return n;
+    if (!T->native) {
+        char why[256];
+        if (!(T->native = ll_native_open(T->pid, why, sizeof why))) {
+            T->native_failed = 1;
+            return n;
+        }
+    }
+    int sig = slot->held_running ? -2 : stop_thread_now(slot->tid);
+    if (sig == -1) return n;
+    uint64_t t0 = ll_monotonic_ns();
+    int merged = ll_native_merge(T->native, &S->st, &T->proc, slot->tid, n);
+    if (sig >= 0) {
+        ptrace(PTRACE_DETACH, slot->tid, 0, (void *)(intptr_t)sig);
+        slot->held_total_ns += ll_monotonic_ns() - t0;
+    }
+    return merged;
+}
+
 static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate, uint8_t *ts,
                          size_t ts_size, uint64_t t, uint64_t now, Pending *out) {
     slot->seen = S->ticks;
@@ -1110,9 +1140,12 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
         to_pool(slot, cpu, idle || S->cpu_mode ? 0 : S->covers);
         return THREAD_SKIPPED;
     }
-    uint32_t stack = ll_intern_walk(&S->st, task ? ll_intern_stack(&S->st, 0, task, 0) : 0, n);
     uint8_t gil =
         gil_state(T, slot, tstate, idle, now, S->max_ticks ? &S->snapshot_gil_until : NULL);
+    /* dump --native: its C frames, the eval loop's replaced by the Python frames just read. */
+    int nframes = S->native && !task ? native_frames(S, T, slot, n) : n;
+    uint32_t stack =
+        ll_intern_walk(&S->st, task ? ll_intern_stack(&S->st, 0, task, 0) : 0, nframes);
     count_gil(S, slot->serial, gil);
     if (S->max_ticks && gil == SF_GIL_WAIT) idle = 1; /* a snapshot: waiting, whatever its state */
     /* A collection runs on the thread that holds the GIL: its frames are the ones that
@@ -1136,6 +1169,36 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
 }
 
 #define LL_HOLD_WAIT_NS 100000000u
+/* Stops thread `tid` of another process (PTRACE_SEIZE, then PTRACE_INTERRUPT: no signal,
+ * nothing the process or its parent sees): the signal to give back when it goes on (one that
+ * arrived meanwhile), 0; -1 if it is not stopped.  It stops at once if it runs or waits in a
+ * system call (which goes on once it is let go); one in a sleep that ignores signals, or whose
+ * stop another thread of this process waited for first, may not: given up after
+ * LL_HOLD_WAIT_NS, it stays traced until it stops, and is let go then, or when this process
+ * ends. */
+static int stop_thread_now(pid_t tid) {
+    if (ptrace(PTRACE_SEIZE, tid, 0, 0)) return -1;
+    int status = 0, sig = 0;
+    if (ptrace(PTRACE_INTERRUPT, tid, 0, 0)) {
+        ptrace(PTRACE_DETACH, tid, 0, 0);
+        return -1;
+    }
+    uint64_t deadline = ll_monotonic_ns() + LL_HOLD_WAIT_NS;
+    for (;;) {
+        pid_t r = waitpid(tid, &status, __WALL | WNOHANG);
+        if (r == tid) break;
+        if ((r < 0 && errno != EINTR) || ll_monotonic_ns() >= deadline) {
+            ptrace(PTRACE_DETACH, tid, 0, 0);
+            return -1;
+        }
+        struct timespec pause = {0, 20000};
+        nanosleep(&pause, NULL);
+    }
+    if (!WIFSTOPPED(status)) return -1; /* it ended */
+    /* Stopped by the interrupt, or at a signal that arrived first: given back on release. */
+    if ((status >> 16) != PTRACE_EVENT_STOP) sig = WSTOPSIG(status);
+    return sig;
+}
 /* dump --locals: a thread of another process found running Python code (holding the GIL) is
  * stopped while its stack and variables are read (PTRACE_SEIZE, then PTRACE_INTERRUPT: no
  * signal, nothing the process or its parent sees), as a variable of a running frame changes
@@ -1146,36 +1209,16 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
 static int hold_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate, uint8_t *ts,
                        size_t ts_size) {
     slot->held_running = 0;
-    if (!S->locals_frames || slot->clock || slot->tid <= 0 || is_running(slot) != 1) return -1;
+    if ((!S->locals_frames && !S->native) || slot->clock || slot->tid <= 0 ||
+        is_running(slot) != 1)
+        return -1;
     /* Only Python code changes Python variables, and only the thread holding the GIL runs
      * it: another one running waits for the GIL (and is watched for it, gil_state) or runs C
      * code without it, and its frames stay as they are.  Where the GIL cannot be read, every
      * running thread is held. */
     if (T->gil && !(T->gil_locked && T->gil_holder == tstate)) return -1;
-    if (ptrace(PTRACE_SEIZE, slot->tid, 0, 0)) return -1;
-    int status = 0, sig = 0;
-    if (ptrace(PTRACE_INTERRUPT, slot->tid, 0, 0)) {
-        ptrace(PTRACE_DETACH, slot->tid, 0, 0);
-        return -1;
-    }
-    /* It stops at once if it runs (a thread in a sleep that ignores signals, or whose stop
-     * another thread of this process waited for first, may not): given up after
-     * LL_HOLD_WAIT_NS, and read as it runs; it stays traced until it stops, and is let go
-     * then, or when this process ends. */
-    uint64_t deadline = ll_monotonic_ns() + LL_HOLD_WAIT_NS;
-    for (;;) {
-        pid_t r = waitpid(slot->tid, &status, __WALL | WNOHANG);
-        if (r == slot->tid) break;
-        if ((r < 0 && errno != EINTR) || ll_monotonic_ns() >= deadline) {
-            ptrace(PTRACE_DETACH, slot->tid, 0, 0);
-            return -1;
-        }
-        struct timespec pause = {0, 20000};
-        nanosleep(&pause, NULL);
-    }
-    if (!WIFSTOPPED(status)) return -1; /* it ended */
-    /* Stopped by the interrupt, or at a signal that arrived first: given back on release. */
-    if ((status >> 16) != PTRACE_EVENT_STOP) sig = WSTOPSIG(status);
+    int sig = stop_thread_now(slot->tid);
+    if (sig < 0) return -1;
     slot->held_running = 1;
     slot->held_ns = ll_monotonic_ns();
     ll_mem_forget(&T->proc.mem);
@@ -1353,6 +1396,8 @@ static void close_target(Target *T) {
     if (T->statm_fd >= 0) close(T->statm_fd);
     free(T->threads);
     ll_tasks_free(&T->tasks);
+    ll_native_close(T->native);
+    T->native = NULL;
     ll_proc_free(&T->proc);
     memset(T, 0, sizeof *T);
     T->dead = 1;
@@ -1776,15 +1821,17 @@ static PyObject *sampler_start(Sampler *S) {
 }
 
 static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"fd",        "meta",  "pid",   "rate_hz", "cpu", "memory", "subprocesses",
-                             "max_depth", "tasks", "ticks", "locals", NULL};
+    static char *kwlist[] = {"fd",    "meta",  "pid",    "rate_hz", "cpu",
+                             "memory", "subprocesses", "max_depth", "tasks", "ticks",
+                             "locals", "native", NULL};
     int fd, pid, cpu = 0, memory = 0, subprocesses = 0, max_depth = 8192, tasks = 1, locals = 0;
+    int native = 0;
     unsigned long long ticks = 0;
     double rate;
     Py_buffer meta;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "iy*id|pppiiKi", kwlist, &fd, &meta, &pid, &rate,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iy*id|pppiiKip", kwlist, &fd, &meta, &pid, &rate,
                                      &cpu, &memory, &subprocesses, &max_depth, &tasks, &ticks,
-                                     &locals))
+                                     &locals, &native))
         return NULL;
     if (!(rate >= 1.0 && rate <= 20000.0) || max_depth < 1 || max_depth > 1000000) {
         PyBuffer_Release(&meta);
@@ -1816,6 +1863,7 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     S->tasks = tasks;
     S->max_ticks = ticks;
     S->locals_frames = ticks && locals > 0 ? locals : 0;
+    S->native = ticks && native && pid != getpid(); /* a snapshot of another process */
     S->in_process = pid == getpid();
     if (S->in_process) {
         ll_park_install();
@@ -1858,6 +1906,12 @@ static void sampler_stop(Sampler *S) {
     flush_chunk(S);
     S->t_end = ll_ticks();
     S->finished = 1;
+}
+
+PyObject *ll_native_unavailable(PyObject *self, PyObject *unused) {
+    char why[256];
+    if (ll_native_available(why, sizeof why) == 0) Py_RETURN_NONE;
+    return PyUnicode_FromString(why);
 }
 
 /* The records of dump --locals as a list of (serial, frame, kind, name, type name, value),
@@ -1948,7 +2002,7 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
         for (int k = 0; k < S->targets[i].nthreads; k++)
             held_ns += S->targets[i].threads[k].held_total_ns;
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:N,s:K,s:N}",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:N,s:K,s:N,s:i}",
         "ticks",
         (unsigned long long)S->ticks, "samples", (unsigned long long)S->samples, "missed",
         (unsigned long long)S->missed, "torn", (unsigned long long)S->torn, "deferred",
@@ -1960,7 +2014,7 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
         (unsigned long long)S->st.next_func, "processes", (unsigned long long)S->ntargets, "exit_t",
         (unsigned long long)S->exit_t, "parked", (unsigned long long)S->parked, "held",
         (unsigned long long)S->held, "gil_reads", gil, "locals", locals, "locals_held_ns",
-        (unsigned long long)held_ns, "thread_names", names);
+        (unsigned long long)held_ns, "thread_names", names, "native", S->native);
 }
 
 /* close(end): END is bytes, or a callable that makes them (see ll_writer_close_py). */

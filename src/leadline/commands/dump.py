@@ -48,6 +48,13 @@ def register(sub: Any) -> None:
         help="--locals for the N innermost frames of each thread only "
         f"(--locals alone: {LOCALS_FRAMES})",
     )
+    p.add_argument(
+        "--native",
+        action="store_true",
+        help="also show each thread's C frames (the interpreter's, extensions', libraries'), "
+        "the Python frames in place of the interpreter's loop that runs them; each thread is "
+        "stopped while its C stack is read (needs elfutils' libdw)",
+    )
     p.add_argument("-o", "--output", help="also keep the one-tick capture in this file")
     add_stack_arguments(p)
     p.set_defaults(func=run)
@@ -80,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         async_tasks=args.async_tasks,
         ticks=1,
         locals=args.locals_frames or (LOCALS_FRAMES if args.locals else 0),
+        native=args.native,
     )
     with tempfile.TemporaryDirectory(prefix="leadline-dump-") as tmp:
         path = Path(args.output) if args.output else Path(tmp) / "dump.lead"

@@ -73,6 +73,7 @@ class ProfileOptions:
     async_tasks: str = "running"  # one of ASYNC_MODES
     ticks: int = 0  # ticks to take, each read written as read (a snapshot); 0: until stopped
     locals: int = 0  # a snapshot: the innermost frames of each thread whose variables are read
+    native: bool = False  # a snapshot of another process: each thread's C frames too
 
     def validate(self) -> None:
         if not 1 <= self.rate_hz <= MAX_RATE:
@@ -83,6 +84,10 @@ class ProfileOptions:
             raise LeadlineError(f"--async must be one of {', '.join(ASYNC_MODES)}")
         if not 1 <= self.max_depth <= MAX_DEPTH:
             raise LeadlineError(f"--max-depth must be between 1 and {MAX_DEPTH:,}")
+        if self.native:
+            why = _native.native_unavailable()
+            if why is not None:
+                raise LeadlineError(f"--native cannot unwind C stacks: {why}")
 
 
 @dataclass
@@ -117,6 +122,7 @@ def _sampler(fd: int, meta: bytes, pid: int, o: ProfileOptions) -> Any:
         tasks={"off": 0, "running": 1, "all": 2}[o.async_tasks],
         ticks=o.ticks,
         locals=o.locals,
+        native=o.native,
     )
 
 
@@ -134,6 +140,8 @@ def _end_fields(counters: dict[str, Any], written: dict[str, Any]) -> dict[str, 
     if counters.get("locals"):  # a snapshot taken with dump --locals
         fields["locals"] = local_reprs(counters["locals"])
         fields["locals_held_ns"] = counters["locals_held_ns"]
+    if counters.get("native"):  # a snapshot taken with dump --native
+        fields["native_held_ns"] = counters["locals_held_ns"]
     return fields
 
 
