@@ -8,12 +8,12 @@ does nothing fails here instead of passing valgrind unseen:
             fork() while recording (the writer and sampler threads joined and restarted)
   read      reader.c: the event decoder, the aggregator, the RSS timeline decoder, and damaged
             payloads fed to each
-  sample    sampler.c, stackwalk.c, procmem.c, tasks.c, locals.c, pyobjects.c:
+  sample    sampler.c, stackwalk.c, procmem.c, tasks.c, locals.c, pyobjects.c, native.c:
             leadline.profile in this process (with memory, a thread and a fork), asyncio
             tasks taking turns (--async all), the same with --subprocesses finding a child
             Python, `attach` to another Python process (inspect_process, the ELF symbol
             lookup, remote reads) and a snapshot of it with its local variables (dump
-            --locals) and its threads' names,
+            --locals) and its threads' names, and one with its C frames (dump --native),
             line tables and _Py_DebugOffsets tables, good and damaged
   marks     marks.c: mark/span/MarkHandler with nothing listening, then into a trace, a profile
             and a probe capture (Journal); long fields, long names, a full chunk
@@ -321,6 +321,15 @@ with Capture(OUT / "dump.lead") as cap:
     variables = {v["name"]: v["repr"] for v in cap.end.get("locals") or []}
 assert {"seconds", "end", "n"} <= set(variables) and variables["seconds"] == "30.0", variables
 ran["dump_locals"] = len(variables)
+# A snapshot with each thread's C frames (dump --native: native.c, libdw loaded).
+c = child(30)
+attach(c.pid, OUT / "native.lead", ProfileOptions(ticks=1, native=True), 5.0)
+c.kill()
+c.wait()
+with Capture(OUT / "native.lead") as cap:
+    c_functions = {f.name for f in cap.functions.values() if f.kind == "c"}
+assert "Py_BytesMain" in c_functions or "Py_RunMain" in c_functions, c_functions
+ran["native_functions"] = len(c_functions)
 with Capture(OUT / "dump.lead") as cap:
     thread_names = set((cap.end.get("threads") or {}).values())
 assert {"MainThread", "vg-named-thread"} <= thread_names, thread_names
