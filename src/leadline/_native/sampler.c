@@ -1024,8 +1024,6 @@ static int likely_pages(const ThreadSlot *slot, uint64_t *out) {
     return n;
 }
 
-/* One thread of a tick: its CPU time, its stack, what the sample stands for.  THREAD_PENDING:
- * *out is to be written; THREAD_GONE: the process ended while the stack was read. */
 static int stop_thread_now(pid_t tid);
 
 /* dump --native: the thread's stack with its C frames (native.c), read while it is stopped
@@ -1052,6 +1050,8 @@ static int native_frames(Sampler *S, Target *T, ThreadSlot *slot, int n) {
     return merged;
 }
 
+/* One thread of a tick: its CPU time, its stack, what the sample stands for.  THREAD_PENDING:
+ * *out is to be written; THREAD_GONE: the process ended while the stack was read. */
 static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate, uint8_t *ts,
                          size_t ts_size, uint64_t t, uint64_t now, Pending *out) {
     slot->seen = S->ticks;
