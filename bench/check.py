@@ -18,10 +18,16 @@ smallest, 96% coverage).  A check fails when the whole interval lies above the s
 for this Python version, that is when the candidate is worse beyond the noise of this very run.
 A check with no stored figure passes and says so.  ``--update`` stores this run's medians.
 
+``--other-build DIR`` also runs each candidate with another build of leadline (``pip install
+--no-deps --target DIR .`` of another checkout) in the same rounds, right after this one's, and
+says how the two builds' ratios compare, round by round (the other's over this one's, with the
+median's interval): two builds judged in one run, under the same noise.
+
 Usage::
 
     python bench/check.py [--rounds 9] [--scale 0.3] [--only trace,run-1k] [--update]
                           [--figures bench/check-figures.json] [--script PATH]
+                          [--other-build DIR]
 
 Exit status 0 when every check holds, 1 when one is worse, 2 when one could not run.
 """
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -108,22 +115,36 @@ def judge(name: str, ratios: Sequence[float], stored: float | None) -> Verdict:
     return Verdict(name, mid, low, high, stored)
 
 
-def run_check(check: Check, program: list[str], rounds: int, work: Path) -> list[float]:
-    """The candidate's CPU time over the reference's, one ratio per round."""
-    ratios = []
+def run_check(
+    check: Check, program: list[str], rounds: int, work: Path, other: str | None = None
+) -> dict[str, list[float]]:
+    """The candidate's CPU time over the reference's, one ratio per round; with `other` (a
+    directory holding another build of leadline), also that build's candidate's, as "other"."""
+    ratios: dict[str, list[float]] = {"candidate": [], **({"other": []} if other else {})}
+    sides: list[tuple[str, tuple[str, ...], dict[str, str] | None]] = [
+        ("reference", check.reference, None),
+        ("candidate", check.candidate, None),
+    ]
+    if other:
+        path = os.pathsep.join(p for p in (other, os.environ.get("PYTHONPATH")) if p)
+        sides.append(("other", check.candidate, {"PYTHONPATH": path}))
     for rnd in range(rounds + 1):
         cpu = {}
-        for side, words in (("reference", check.reference), ("candidate", check.candidate)):
+        for side, words, env in sides:
             run_dir = work / f"{check.name}-{side}-{rnd}"
             run_dir.mkdir(parents=True, exist_ok=True)
-            fin = run_once([*words, *program], run_dir, 600)
+            fin = run_once([*words, *program], run_dir, 600, env=env)
             if fin.code != 0:
                 err = (run_dir / "stderr.txt").read_text(errors="replace").strip()
                 raise RuntimeError(f"{side} of {check.name} failed: {err[-300:] or fin.code}")
             cpu[side] = fin.cpu
-        if rnd:  # round 0 warms the caches up
-            ratios.append(cpu["candidate"] / cpu["reference"])
-        print(f"  {check.name} round {rnd}: {cpu['candidate'] / cpu['reference']:.3f}", flush=True)
+        for side, got in ratios.items():
+            if rnd:  # round 0 warms the caches up
+                got.append(cpu[side] / cpu["reference"])
+        shown = f"{cpu['candidate'] / cpu['reference']:.3f}"
+        if other:
+            shown += f" (the other build {cpu['other'] / cpu['reference']:.3f})"
+        print(f"  {check.name} round {rnd}: {shown}", flush=True)
     return ratios
 
 
@@ -131,10 +152,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--scale", type=float, default=0.3, help="of the call-dense workload")
+    parser.add_argument(
+        "--workload",
+        choices=("calls", "las"),
+        default="calls",
+        help="the call-dense workload (default; the stored figures are its) or the LAS one (a "
+        "memory story: 4 MB of LAS files parsed into an HTML report)",
+    )
     parser.add_argument("--only", help="comma-separated checks (default: all)")
     parser.add_argument("--figures", type=Path, default=FIGURES)
     parser.add_argument("--update", action="store_true", help="store this run's medians")
     parser.add_argument("--script", type=Path, help="run this program instead of the workload")
+    parser.add_argument(
+        "--other-build",
+        metavar="DIR",
+        help="also run each candidate with the build of leadline in DIR, in the same rounds",
+    )
     args = parser.parse_args(argv)
     if args.rounds < 3:
         parser.error("--rounds must be at least 3")
@@ -151,9 +184,11 @@ def main(argv: list[str] | None = None) -> int:
             program = [str(args.script.resolve())]
             needs = {n for name in names for n in table[name].needs}
         else:
-            calls = make_workloads(python, work, Sizes(args.scale, 2, 6))["calls"]
-            program = [str(calls.script), *calls.args(work)]
-            needs = {n for name in names for n in table[name].needs} | set(calls.needs)
+            workload = make_workloads(python, work, Sizes(args.scale, 4, 6))[args.workload]
+            if workload.prepare:
+                workload.prepare()
+            program = [str(workload.script), *workload.args(work)]
+            needs = {n for name in names for n in table[name].needs} | set(workload.needs)
         missing = ensure_requirements(python, sorted(needs), True, "check.py")
         if missing:
             print(f"check.py: cannot run: {', '.join(missing)} not installed", file=sys.stderr)
@@ -164,18 +199,28 @@ def main(argv: list[str] | None = None) -> int:
             print(f"check.py: cannot read {args.figures}: {e}", file=sys.stderr)
             return 2
         stored = stored_all.get(version, {})
+        other = str(Path(args.other_build).resolve()) if args.other_build else None
         verdicts = []
+        builds = []
         for name in names:
             print(f"{name}: {table[name].what}, {args.rounds} rounds", flush=True)
             try:
-                ratios = run_check(table[name], program, args.rounds, work)
+                ratios = run_check(table[name], program, args.rounds, work, other)
             except RuntimeError as e:
                 print(f"check.py: {e}", file=sys.stderr)
                 return 2
-            verdicts.append(judge(name, ratios, stored.get(name)))
+            # The stored figures are per workload: the call-dense one's under the check's name.
+            key = name if args.workload == "calls" else f"{name}-{args.workload}"
+            verdicts.append(judge(key, ratios["candidate"], stored.get(key)))
+            if other:
+                builds.append(judge(f"{key}@other", ratios["other"], stored.get(key)))
+                paired = [o / c for o, c in zip(ratios["other"], ratios["candidate"], strict=True)]
+                builds.append(judge(f"{key}: the other build / this one", paired, None))
     print(f"Python {version}:")
     for v in verdicts:
         print(f"  {v.line()}")
+    for v in builds:
+        print(f"  {v.name}: {v.median:.3f} (interval {v.low:.3f}-{v.high:.3f})")
     if args.update:
         stored_all[version] = {**stored, **{v.name: round(v.median, 3) for v in verdicts}}
         args.figures.write_text(json.dumps(stored_all, indent=1, sort_keys=True) + "\n")

@@ -8,6 +8,7 @@ subprocess, measure it with ``os.wait4`` and write ``bench/results/<name>-py<X.Y
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import math
@@ -31,6 +32,42 @@ import setup_env
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 WORKLOADS = BENCH / "workloads"
+
+# ---------------------------------------------------------------------------------------------
+# Programs that wait to be looked at (dump_latency.py, native_pause.py)
+
+
+@contextlib.contextmanager
+def ready_programs(work: Path, programs: Mapping[str, str]) -> Iterator[dict[str, Any]]:
+    """Each program (name -> source, which prints "ready" when it has begun) started under
+    this Python in `work`, once it is ready; all killed on the way out."""
+    procs: dict[str, subprocess.Popen[str]] = {}
+    try:
+        for name, source in programs.items():
+            script = work / f"{len(procs)}.py"
+            script.write_text(source)
+            p = subprocess.Popen(
+                [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=work
+            )
+            procs[name] = p
+            if p.stdout is None or p.stdout.readline() != "ready\n":
+                raise RuntimeError(f"{name}: the program did not start")
+        yield procs
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait()
+
+
+def write_result(stem: str, lines: Sequence[str]) -> Path:
+    """bench/results/<stem>-py<X.Y>-<date>.md, printed too."""
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    out = BENCH / "results" / f"{stem}-py{version}-{datetime.date.today().isoformat()}.md"
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"\nwritten: {out.relative_to(REPO)}")
+    return out
+
 
 # ---------------------------------------------------------------------------------------------
 # Workloads

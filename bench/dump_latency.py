@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import BENCH, REPO, cpus_and_load, machine, markdown_table
+from common import REPO, cpus_and_load, machine, markdown_table, ready_programs, write_result
 
 sys.path.insert(0, str(REPO / "tests"))
 import test_dump  # the programs the tests dump
@@ -50,17 +50,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="dump-latency-") as tmp:
         work = Path(tmp)
         test_dump.build_spinmod(work)
-        procs = {}
-        try:
-            for name, (source, settle) in PROGRAMS.items():
-                script = work / f"{len(procs)}.py"
-                script.write_text(source)
-                p = subprocess.Popen(
-                    [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=work
-                )
-                assert p.stdout is not None and p.stdout.readline() == "ready\n", name
-                procs[name] = p
-                time.sleep(settle)
+        with ready_programs(work, {n: src for n, (src, _) in PROGRAMS.items()}) as procs:
+            time.sleep(max(settle for _, settle in PROGRAMS.values()))
             for _ in range(args.rounds):
                 for name, p in procs.items():
                     for variant, extra in VARIANTS.items():
@@ -78,10 +69,6 @@ def main() -> int:
                             print(f"{name} {variant}: {r.stderr.strip()}", file=sys.stderr)
                             return 1
                         times.setdefault((name, variant), []).append(took)
-        finally:
-            for p in procs.values():
-                p.kill()
-                p.wait()
     m["load_after"] = os.getloadavg()[0]
     rows = []
     for key, ts in times.items():
@@ -102,10 +89,7 @@ def main() -> int:
         f"Slowest of all: {worst:.3f} s ({'within' if worst <= LIMIT_S else 'beyond'} "
         f"{LIMIT_S:g} s).",
     ]
-    out = BENCH / "results" / f"dump-latency-py{version}-{datetime.date.today().isoformat()}.md"
-    out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    print(f"\nwritten: {out.relative_to(REPO)}")
+    write_result("dump-latency", lines)
     return 0
 
 

@@ -10,7 +10,8 @@ import json
 import re
 from pathlib import Path
 
-from browser import BrowserResult
+from browser import BrowserResult, render_in_chromium
+from support import leadline
 
 # Reads the page's machine-readable state (#ll-state's data-* attributes) and its URL hash.
 STATE_JS = (
@@ -87,6 +88,17 @@ def assert_clean(result: BrowserResult, page_file: Path) -> dict[str, str]:
     state = result.state()
     assert state.get("ready") == "1", state
     return state
+
+
+def report_in_chromium(
+    cap: Path, cwd: Path, actions: list[str]
+) -> tuple[BrowserResult, Path, dict[str, str]]:
+    """`leadline report CAP --html` loaded in Chromium with `actions` run and checked clean
+    (assert_clean): the browser's result, the page, and the page's state."""
+    page = cwd / "report.html"
+    leadline("report", cap, "--html", "-o", page, cwd=cwd, check=True)
+    result = render_in_chromium(page, "", actions)
+    return result, page, assert_clean(result, page)
 
 
 def rendered(state: dict[str, str]) -> list[str]:

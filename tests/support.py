@@ -252,11 +252,14 @@ def pprof_strings(data: bytes) -> list[str]:
 
 # A test whose subject is Python-level logic over recordings that other tests cover on every
 # version (diff's statistics and rankings, the pytest plugin's comparison of a real suite, the
-# bounds on deep captures, the fleet agent's spool and exit, the suite's own collection) runs on
-# the two ends of the recorder's hook kinds: 3.11 (profile functions; CI runs it beside two CPU
-# hogs) and 3.15 (sys.monitoring, the newest).  Each takes 5-60 s a version; CI's budget is an
-# hour, and on 3.10, 3.12, 3.13 and 3.14 they were a third of a stage.  What depends on the
-# version (the recorder, the sampler's reads, dump, the program's world) runs on every one.
+# bounds on deep captures, the fleet agent's spool and exit, the suite's own collection; the
+# HTML pages in Chromium, the exports checked by their consumers, the readers given hostile
+# input and the fuzzers' crashers, `top`'s screen and `--open`) runs on the two ends of the
+# recorder's hook kinds: 3.11 (profile functions; CI runs it beside two CPU hogs) and 3.15
+# (sys.monitoring, the newest).  Each takes 5-60 s a version; CI's budget is an hour, and on
+# 3.10, 3.12, 3.13 and 3.14 they were a third of a stage (the pages and exports, a further
+# quarter: CI took 66 minutes).  What depends on the version (the recorder, the sampler's reads,
+# dump, the program's world) runs on every one.
 HOOK_KIND_ENDS = pytest.mark.skipif(
     sys.version_info[:2] not in ((3, 11), (3, 15)),
     reason="version-independent logic: run on 3.11 and 3.15, the ends of the hook kinds",

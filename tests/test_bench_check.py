@@ -57,3 +57,22 @@ def test_a_short_gate_stores_then_judges(tmp_path: Path) -> None:
     r = run(gate, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "holds against the stored 50.000" in r.stdout
+
+
+def test_another_build_runs_in_the_same_rounds(tmp_path: Path) -> None:
+    """--other-build DIR: that build's candidate runs in each round too (here the same build,
+    from the directory it is installed in), and the two builds' ratio is told with its
+    interval."""
+    import leadline
+
+    program = write(tmp_path, "busy.py", "sum(i * i for i in range(300_000))\n")
+    build = Path(leadline.__file__).parent.parent
+    gate = [PY, str(ROOT / "bench" / "check.py"), "--only", "run-1k", "--rounds", "3"]
+    gate += ["--script", str(program), "--figures", str(tmp_path / "none.json")]
+    r = run([*gate, "--other-build", str(build)], timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    pairs = re.findall(r"run-1k round [123]: ([0-9.]+) \(the other build ([0-9.]+)\)", r.stdout)
+    assert len(pairs) == 3, r.stdout
+    assert all(float(a) > 0.5 and float(b) > 0.5 for a, b in pairs), pairs
+    line = re.search(r"run-1k: the other build / this one: ([0-9.]+) \(interval", r.stdout)
+    assert line and 0.5 < float(line.group(1)) < 2.0, r.stdout

@@ -3,6 +3,8 @@ round-trip through the native decoder, and arbitrary bytes must never crash it."
 
 from __future__ import annotations
 
+import zlib
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -106,3 +108,14 @@ def test_aggregator_builds_the_tree() -> None:
     assert child[5] == 30 and root[5] == 45 and root[6] == 15
     assert child[7] == 3 and root[7] == 3 and root[8] == 0
     assert movers[0][0] in (1, 2) and threads == [(7, 1005, 1050, 6, 0)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=5000), st.integers(0, 200))
+def test_chunk_crc_is_zlibs(data: bytes, cut: int) -> None:
+    """The writer's CRC-32 (by carry-less multiplication over whole 16-byte blocks where the CPU
+    has it, zlib for the rest) is zlib's, for every length and alignment: readers check chunks
+    with zlib.crc32 (docs/format.md)."""
+    for piece in (data, data[cut:], data[: len(data) - cut], bytes(cut) + data):
+        assert _native.crc32(piece) == zlib.crc32(piece), len(piece)
+    assert _native.crc32(memoryview(data)[cut:]) == zlib.crc32(data[cut:])

@@ -12,11 +12,14 @@ import pytest
 from browser import render_in_chromium
 from diffsides import named, side_of
 from htmlpage import FIRST_ROW_JS, STATE_JS, assert_clean, hover_frame_js, rendered
-from support import leadline, run, write
+from support import HOOK_KIND_ENDS, leadline, run, write
 from test_diff_deep import deep_side
 
 from leadline.analyse.diff import Settings, Side, compare, to_json
 from leadline.render.diff_html import render_diff_html
+
+# What these test is version-independent logic (support.HOOK_KIND_ENDS).
+pytestmark = HOOK_KIND_ENDS
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 SCRIPT_END = "</script><script>alert(2)</script>"

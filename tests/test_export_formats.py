@@ -18,7 +18,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from support import PY, Fields, decode, read_varint, run
+from support import HOOK_KIND_ENDS, PY, Fields, decode, read_varint, run
 
 from leadline import cli
 from leadline.analyse.model import Frame, Metric, SampleProfile, Stack, Thread
@@ -34,6 +34,9 @@ from leadline.render.encode import (
     to_pprof,
     to_speedscope,
 )
+
+# What these test is version-independent logic (support.HOOK_KIND_ENDS).
+pytestmark = HOOK_KIND_ENDS
 
 REPO = Path(__file__).resolve().parent.parent
 DEEP = 5000

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import leadline, write
+from support import HOOK_KIND_ENDS, leadline, write
 
 from leadline import _native, cli
 from leadline.capture import schema
@@ -41,6 +41,9 @@ from leadline.capture.reader import (
 )
 from leadline.errors import LeadlineError
 from leadline.render.encode import protobuf_message
+
+# What these test is version-independent logic (support.HOOK_KIND_ENDS).
+pytestmark = HOOK_KIND_ENDS
 
 TRACED = """
     import threading

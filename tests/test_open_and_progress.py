@@ -8,8 +8,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import HOT_AND_COOL, PY, leadline, write
+from support import HOOK_KIND_ENDS, HOT_AND_COOL, PY, leadline, write
 from terminal import Terminal
+
+# What these test is version-independent logic (support.HOOK_KIND_ENDS).
+pytestmark = HOOK_KIND_ENDS
 
 PROGRAM = f"""
 import sys, time

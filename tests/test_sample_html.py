@@ -14,9 +14,13 @@ import htmlpage
 import pytest
 from browser import BrowserResult, render_in_chromium
 from htmlpage import STATE_JS, assert_clean, rendered
+from support import HOOK_KIND_ENDS
 
 from leadline.analyse.model import Frame, SampleProfile, Stack, Thread
 from leadline.render.sample_html import render_sample_html
+
+# What these test is version-independent logic (support.HOOK_KIND_ENDS).
+pytestmark = HOOK_KIND_ENDS
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 SCRIPT_END = "</script><script>alert(2)</script>"
@@ -131,7 +135,7 @@ def test_self_contained(page: str) -> None:
 def test_embedded_data(page: str, profile: SampleProfile) -> None:
     data = json.loads(htmlpage.embedded_json(page))
     assert UNICODE in htmlpage.embedded_json(page)  # kept as itself, not \\u-escaped
-    assert data["frames"][5] == [HOSTILE, "/srv/app/<b>evil</b>.py", 667, 666]
+    assert data["frames"][5] == [HOSTILE, "/srv/app/<b>evil</b>.py", 667, 666, 0]  # 0: not C
     assert data["threads"] == [
         [MAIN, 4242, 4242, "MainThread"],
         [WORKER, 4242, 4250, THREAD_NAME],

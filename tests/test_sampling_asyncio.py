@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import render_in_chromium
-from htmlpage import assert_clean, rendered
+from htmlpage import rendered, report_in_chromium
 from support import PY, leadline, report, write
 
 from leadline.capture.reader import SAMPLE_TASK_WAITING, Capture
@@ -325,17 +324,14 @@ def test_async_off_shows_the_event_loops_frames(tmp_path: Path) -> None:
 
 def test_the_flame_graph_colours_tasks(chromium: str, tmp_path: Path) -> None:
     cap, facts = record(tmp_path, MIX, "--rate", "200")
-    page = tmp_path / "report.html"
-    leadline("report", cap, "--html", "-o", page, cwd=tmp_path, check=True)
-    result = render_in_chromium(
-        page,
-        "",
+    result, _, state = report_in_chromium(
+        cap,
+        tmp_path,
         [
             "[...document.querySelectorAll('#ll-flame .ll-task-frame')]"
             ".map(function (e) { return [e.textContent, getComputedStyle(e).backgroundColor]; })"
         ],
     )
-    state = assert_clean(result, page)
     assert "heavy" in rendered(state)
     # The tasks' frames, each in the tasks' colour.
     shown = result.results[0]

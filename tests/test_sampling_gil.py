@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from browser import render_in_chromium
-from htmlpage import assert_clean, rendered
+from htmlpage import assert_clean, rendered, report_in_chromium
 from support import funcs, leadline, report, write
 
 from leadline.analyse.model import SampleProfile, Stack, Thread
@@ -165,10 +164,10 @@ def test_a_profile_without_gil_states_has_no_gil_lines() -> None:
 
 def html_view(tmp_path: Path, source: str, rate: str, actions: list[str]) -> tuple[Any, Path]:
     """The HTML report of a recording of `source`, loaded in Chromium with `actions` run."""
-    cap = record(tmp_path, source, "--rate", rate)
-    page = tmp_path / "report.html"
-    leadline("report", cap, "--html", "-o", page, cwd=tmp_path, check=True)
-    return render_in_chromium(page, "", actions), page
+    result, page, _ = report_in_chromium(
+        record(tmp_path, source, "--rate", rate), tmp_path, actions
+    )
+    return result, page
 
 
 def test_the_html_shows_each_threads_lane_and_the_gc_frame(chromium: str, tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ def test_the_suite_collects_alike_from_the_root_and_from_tests() -> None:
     )
 
 
+@HOOK_KIND_ENDS  # test_export_formats.py runs there alone
 def test_a_test_needing_go_says_so_when_go_is_missing() -> None:
     # PATH without any folder that has a `go`.
     path = os.pathsep.join(

@@ -24,8 +24,12 @@ from htmlpage import (
     rendered,
     sort_table_js,
 )
+from support import HOOK_KIND_ENDS
 
 from leadline.render.trace_html import render_trace_html
+
+# What these test is version-independent logic (support.HOOK_KIND_ENDS).
+pytestmark = HOOK_KIND_ENDS
 
 HOSTILE = "</script><img src=x onerror=alert(1)>"
 UNICODE = "計算_ß"

@@ -26,6 +26,6 @@ rm -f go.work go.work.sum
 go mod edit -dropreplace=github.com/grafana/pyroscope/api -require=github.com/grafana/pyroscope/api@v1.0.0
 echo "build_pyroscope: building the Pyroscope server $VERSION (a cold build takes minutes)" >&2
 GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local GONOSUMDB=github.com/grafana/pyroscope/api \
-    go build -o "$WORK/pyroscope" ./cmd/pyroscope
+    go build -p "$(nproc)" -o "$WORK/pyroscope" ./cmd/pyroscope
 mv "$WORK/pyroscope" "$BIN"
 echo "$BIN"

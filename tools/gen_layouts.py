@@ -51,6 +51,9 @@ FIELDS: list[tuple[str, str, int, int]] = [
     ("frame_instr", "offsetof(_PyInterpreterFrame, prev_instr)", 11, 12),
     ("frame_instr", "offsetof(_PyInterpreterFrame, instr_ptr)", 13, 15),
     ("frame_owner", "offsetof(_PyInterpreterFrame, owner)", 11, 15),
+    # The tracer's profile hook (3.11): a frame object's interpreter frame, read directly
+    # rather than through PyFrame_GetCode and PyFrame_GetLasti (two calls an event).
+    ("frameobj_iframe", "offsetof(PyFrameObject, f_frame)", 11, 11),
     # --native: 3.11 marks the frame each call of the eval loop began with (3.12+ put an entry
     # frame owned by the C stack under it instead).
     ("frame_is_entry", "offsetof(_PyInterpreterFrame, is_entry)", 11, 11),

@@ -11,6 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 pthread_mutex_t ll_global_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -19,8 +22,79 @@ pthread_mutex_t ll_global_lock = PTHREAD_MUTEX_INITIALIZER;
 #define LL_MAX_QUEUED 256
 #define LL_MAX_FREE 32
 
+#if defined(__x86_64__)
+/* CRC-32 (the zlib / ISO-HDLC one) of whole 16-byte blocks by carry-less multiplication:
+ * the data folded 64 bytes at a time into four 128-bit accumulators, then into one, then
+ * reduced to 32 bits (Barrett).  `crc` and the result are zlib's (inverted) values. */
+
+__attribute__((target("pclmul,sse4.1"))) static inline __m128i ll_fold(__m128i x, __m128i k,
+                                                                      __m128i next) {
+    return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00),
+                                       _mm_clmulepi64_si128(x, k, 0x11)),
+                         next);
+}
+
+/* n: a multiple of 16, at least 64. */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t ll_crc32_clmul(uint32_t crc,
+                                                                       const uint8_t *p,
+                                                                       size_t n) {
+    const __m128i k12 = _mm_set_epi64x(0x1c6e41596, 0x154442bd4);
+    const __m128i k34 = _mm_set_epi64x(0x0ccaa009e, 0x1751997d0);
+    const __m128i k5 = _mm_set_epi64x(0, 0x163cd6124);
+    const __m128i poly = _mm_set_epi64x(0x1f7011641, 0x1db710641);
+    const __m128i low32 = _mm_set_epi32(0, 0, 0, -1);
+    __m128i x1 = _mm_loadu_si128((const __m128i *)p);
+    __m128i x2 = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 32));
+    __m128i x4 = _mm_loadu_si128((const __m128i *)(p + 48));
+    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)~crc));
+    p += 64;
+    n -= 64;
+    for (; n >= 64; p += 64, n -= 64) {
+        x1 = ll_fold(x1, k12, _mm_loadu_si128((const __m128i *)p));
+        x2 = ll_fold(x2, k12, _mm_loadu_si128((const __m128i *)(p + 16)));
+        x3 = ll_fold(x3, k12, _mm_loadu_si128((const __m128i *)(p + 32)));
+        x4 = ll_fold(x4, k12, _mm_loadu_si128((const __m128i *)(p + 48)));
+    }
+    x1 = ll_fold(x1, k34, x2);
+    x1 = ll_fold(x1, k34, x3);
+    x1 = ll_fold(x1, k34, x4);
+    for (; n >= 16; p += 16, n -= 16) x1 = ll_fold(x1, k34, _mm_loadu_si128((const __m128i *)p));
+    /* 128 bits to 64, then to 32 (with the 32 bits of zeros the CRC's definition appends). */
+    __m128i t = _mm_srli_si128(x1, 8);
+    x1 = _mm_xor_si128(_mm_clmulepi64_si128(x1, k34, 0x10), t);
+    t = _mm_srli_si128(x1, 4);
+    x1 = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, low32), k5, 0x00), t);
+    /* Barrett reduction by the polynomial. */
+    t = x1;
+    x1 = _mm_clmulepi64_si128(_mm_and_si128(x1, low32), poly, 0x10);
+    x1 = _mm_clmulepi64_si128(_mm_and_si128(x1, low32), poly, 0x00);
+    x1 = _mm_xor_si128(x1, t);
+    return ~(uint32_t)_mm_extract_epi32(x1, 1);
+}
+
+/* Whether this CPU multiplies without carries (PCLMULQDQ, with SSE4.1): asked once. */
+static int have_clmul(void) {
+    static int known = -1;
+    if (known < 0)
+        known = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1") ? 1 : 0;
+    return known;
+}
+#endif
+
+/* A chunk's CRC-32, as zlib computes it: the whole 16-byte blocks by carry-less multiplication
+ * where the CPU has it (at 2.8 instructions a byte, zlib's was an eighth of what a trace costs
+ * the program's process beyond the bare hook), the rest by zlib. */
 uint32_t ll_crc32(const uint8_t *p, size_t n) {
     uLong c = crc32(0L, Z_NULL, 0);
+#if defined(__x86_64__)
+    if (n >= 64 && have_clmul()) {
+        size_t whole = n & ~(size_t)15;
+        c = ll_crc32_clmul((uint32_t)c, p, whole);
+        p += whole;
+        n -= whole;
+    }
+#endif
     while (n > 0) {
         uInt step = n > (1u << 30) ? (1u << 30) : (uInt)n;
         c = crc32(c, p, step);

@@ -64,19 +64,45 @@ static inline long ll_small_long(PyObject *o) {
 #if !LL_HAVE_MONITORING
 /* The code object and last instruction (in 2-byte code units) of a frame seen by a
  * PyEval_SetProfile hook.  The returned code is a borrowed reference. */
+#  if PY_VERSION_HEX >= 0x030B0000
+/* 3.11: where a frame object's interpreter frame is, and in it the code object and the last
+ * instruction; the code's first instruction (tools/gen_layouts.py measures them from this
+ * Python's own headers; set by ll_tracer_init).  ll_iframe_at < 0 (a layout without them):
+ * read through PyFrame_GetCode and PyFrame_GetLasti, two calls an event. */
+extern int ll_iframe_at, ll_iframe_code_at, ll_iframe_instr_at, ll_code_first_at;
+#    if defined(Py_TRACE_REFS) || SIZEOF_VOID_P != 8
+#      define LL_FRAME_READS_BUILD 0
+#    else
+#      define LL_FRAME_READS_BUILD 1
+#    endif
+static inline const char *ll_iframe(PyFrameObject *f) {
+    return *(const char *const *)((const char *)f + ll_iframe_at);
+}
+#  endif
 static inline PyCodeObject *ll_frame_code(PyFrameObject *f) {
 #  if PY_VERSION_HEX >= 0x030B0000
-    PyCodeObject *c = PyFrame_GetCode(f); /* new reference; the frame keeps its own */
-    Py_DECREF(c);
-    return c;
+    if (__builtin_expect(ll_iframe_at < 0, 0)) {
+        PyCodeObject *c = PyFrame_GetCode(f); /* new reference; the frame keeps its own */
+        Py_DECREF(c);
+        return c;
+    }
+    return *(PyCodeObject *const *)(ll_iframe(f) + ll_iframe_code_at); /* the frame's own */
 #  else
     return f->f_code;
 #  endif
 }
 static inline int ll_frame_lasti(PyFrameObject *f) {
 #  if PY_VERSION_HEX >= 0x030B0000
-    int b = PyFrame_GetLasti(f); /* bytes, or -1 */
-    return b < 0 ? -1 : b / 2;
+    if (__builtin_expect(ll_iframe_at < 0, 0)) {
+        int b = PyFrame_GetLasti(f); /* bytes, or -1 */
+        return b < 0 ? -1 : b / 2;
+    }
+    /* As PyFrame_GetLasti: the last instruction's distance from the first, in code units. */
+    const char *i = ll_iframe(f);
+    const char *code = *(const char *const *)(i + ll_iframe_code_at);
+    const char *prev = *(const char *const *)(i + ll_iframe_instr_at);
+    Py_ssize_t units = (prev - (code + ll_code_first_at)) / 2;
+    return units < 0 ? -1 : (int)units;
 #  else
     return f->f_lasti; /* 3.10 keeps it in code units */
 #  endif

@@ -12,6 +12,15 @@ static PyObject *ticks(PyObject *module, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(ll_ticks());
 }
 
+/* The CRC-32 the writer gives each chunk, of any bytes: for the tests, against zlib's. */
+static PyObject *crc32(PyObject *module, PyObject *arg) {
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
+    uint32_t c = ll_crc32((const uint8_t *)b.buf, (size_t)b.len);
+    PyBuffer_Release(&b);
+    return PyLong_FromUnsignedLong(c);
+}
+
 
 static PyMethodDef module_methods[] = {
     {"decode_events", ll_decode_events, METH_VARARGS,
@@ -29,6 +38,7 @@ static PyMethodDef module_methods[] = {
      "line_table(minor, firstline, raw) -> [(offset, line)] from CPython's own encoding"},
     {"tick_ns", tick_ns, METH_NOARGS, "Nanoseconds per clock tick (calibrated once)."},
     {"ticks", ticks, METH_NOARGS, "The event clock now, in ticks."},
+    {"crc32", crc32, METH_O, "crc32(data) -> the CRC-32 a chunk of these bytes is given."},
     {"mark", (PyCFunction)(void (*)(void))ll_mark, METH_FASTCALL | METH_KEYWORDS,
      "mark(name, **fields): record a tracepoint when a recording listens; else nothing."},
     {"mark_at", (PyCFunction)(void (*)(void))ll_mark_at, METH_FASTCALL,

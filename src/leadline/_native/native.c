@@ -17,6 +17,8 @@
 #include "native.h"
 
 #include <dlfcn.h>
+#include <sys/uio.h>
+#include <unistd.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,17 +30,32 @@
 
 #define LL_NATIVE_MAX 512      /* C frames of a thread unwound */
 #define LL_NATIVE_FUNCS 4096   /* distinct C functions named (then the rest share one) */
-#define LL_FIRST_OWNER_NOT_PYTHON 3
+#define LL_NATIVE_PCS 16384    /* addresses whose function is remembered (a power of two) */
 #define LL_EVAL_FUNCTION "_PyEval_EvalFrameDefault"
+/* A pc in no module known: the process's modules are read again (a library loaded since:
+ * numpy imported after attach began), at most this often. */
+#define LL_NATIVE_REPORT_NS 1000000000ull
 
 typedef struct Dwfl Dwfl;
 typedef struct Dwfl_Module Dwfl_Module;
 typedef struct Dwfl_Frame Dwfl_Frame;
+typedef struct Dwfl_Thread Dwfl_Thread;
 typedef uint64_t Dwarf_Addr;
+typedef uint64_t Dwarf_Word;
 typedef struct {
     void *find_elf, *find_debuginfo, *section_address;
     char **debuginfo_path;
 } Dwfl_Callbacks;
+/* How libdw reads the threads of a process it does not stop itself (this one's: each from the
+ * registers its signal handler saved and a copy of its stack). */
+typedef struct {
+    pid_t (*next_thread)(Dwfl *, void *, void **);
+    bool (*get_thread)(Dwfl *, pid_t, void *, void **);
+    bool (*memory_read)(Dwfl *, Dwarf_Addr, Dwarf_Word *, void *);
+    bool (*set_initial_registers)(Dwfl_Thread *, void *);
+    void (*detach)(Dwfl *, void *);
+    void (*thread_detach)(Dwfl_Thread *, void *);
+} Dwfl_Thread_Callbacks;
 
 static struct {
     int tried, loaded;
@@ -46,8 +63,11 @@ static struct {
     Dwfl *(*begin)(const Dwfl_Callbacks *);
     void (*end)(Dwfl *);
     int (*proc_report)(Dwfl *, pid_t);
+    void (*report_begin_add)(Dwfl *);
     int (*report_end)(Dwfl *, void *, void *);
     int (*proc_attach)(Dwfl *, pid_t, bool);
+    bool (*attach_state)(Dwfl *, void *, pid_t, const Dwfl_Thread_Callbacks *, void *);
+    bool (*thread_state_registers)(Dwfl_Thread *, int, unsigned, const Dwarf_Word *);
     int (*getthread_frames)(Dwfl *, pid_t, int (*)(Dwfl_Frame *, void *), void *);
     bool (*frame_pc)(Dwfl_Frame *, Dwarf_Addr *, bool *);
     Dwfl_Module *(*addrmodule)(Dwfl *, Dwarf_Addr);
@@ -75,7 +95,10 @@ static int load(void) {
         {(void **)&dw.end, "dwfl_end"},
         {(void **)&dw.proc_report, "dwfl_linux_proc_report"},
         {(void **)&dw.report_end, "dwfl_report_end"},
+        {(void **)&dw.report_begin_add, "dwfl_report_begin_add"},
         {(void **)&dw.proc_attach, "dwfl_linux_proc_attach"},
+        {(void **)&dw.attach_state, "dwfl_attach_state"},
+        {(void **)&dw.thread_state_registers, "dwfl_thread_state_registers"},
         {(void **)&dw.getthread_frames, "dwfl_getthread_frames"},
         {(void **)&dw.frame_pc, "dwfl_frame_pc"},
         {(void **)&dw.addrmodule, "dwfl_addrmodule"},
@@ -109,16 +132,81 @@ typedef struct {
     uint32_t func;
 } NativeFunc;
 
+/* A C frame: its return address (or, innermost, where it is) and its function. */
+typedef struct {
+    Dwarf_Addr pc[LL_NATIVE_MAX];
+    int n;
+} Unwound;
+
+/* What a C function is to the merge: the eval loop (its frames are replaced by Python's), the
+ * handler that parks a thread of this process (run --native), or any other. */
+enum { ROLE_OTHER, ROLE_EVAL, ROLE_PARK };
+#define LL_PARK_HANDLER "on_park" /* sampler.c's */
+
+/* An address already named: its function and role. */
+typedef struct {
+    Dwarf_Addr pc; /* 0: empty */
+    uint32_t func;
+    int role;
+} PcSlot;
+
 struct LLNative {
     Dwfl *dwfl;
+    Unwound u; /* the last unwind (ll_native_unwind) */
+    LLFrame *out; /* ll_native_merge's frames, kept from sample to sample */
+    int cout;
+    /* libdw finds an address's symbol by going through its module's symbol table (tens of
+     * microseconds in the interpreter's), and a sampled stack is mostly the addresses of the
+     * one before: each is named once. */
+    PcSlot pcs[LL_NATIVE_PCS];
     Dwfl_Callbacks callbacks;
     pid_t pid;
+    const LLNativeContext *ctx; /* this process's thread being unwound (ll_native_unwind_context) */
     NativeFunc *funcs;
     size_t nfuncs, cfuncs;
     uint32_t other; /* the function the C frames beyond LL_NATIVE_FUNCS share */
+    uint64_t next_report_ns; /* when the modules may be read again */
+    int by_offset; /* code no symbol covers: named by its offset (else one function a module) */
 };
 
-LLNative *ll_native_open(pid_t pid, char *why, size_t n) {
+/* This process's threads, for libdw: the one asked for is the context being unwound; its memory
+ * is read from the copy of its stack, and anything else (rare: a value a frame's rule finds
+ * elsewhere) with a system call, which fails on an address that is not mapped instead of
+ * faulting. */
+static pid_t own_next_thread(Dwfl *dwfl, void *arg, void **thread_arg) {
+    (void)dwfl, (void)arg, (void)thread_arg;
+    return 0; /* none to list: each is asked for by its id */
+}
+
+static bool own_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_arg) {
+    (void)dwfl;
+    const LLNative *nat = arg;
+    *thread_arg = (void *)nat;
+    return nat->ctx && nat->ctx->tid == tid;
+}
+
+static bool own_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg) {
+    (void)dwfl;
+    const LLNativeContext *ctx = ((const LLNative *)arg)->ctx;
+    if (ctx && addr >= ctx->sp && addr - ctx->sp <= ctx->len && ctx->len - (addr - ctx->sp) >= 8) {
+        memcpy(result, ctx->stack + (addr - ctx->sp), 8);
+        return true;
+    }
+    /* The rest of its stack (a copy cut short) has changed since: not read. */
+    if (ctx && addr >= ctx->sp && addr < ctx->top) return false;
+    struct iovec local = {result, 8}, remote = {(void *)(uintptr_t)addr, 8};
+    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 8;
+}
+
+static bool own_initial_registers(Dwfl_Thread *thread, void *arg) {
+    const LLNativeContext *ctx = ((const LLNative *)arg)->ctx;
+    return ctx && dw.thread_state_registers(thread, 0, LL_NATIVE_REGS, ctx->regs);
+}
+
+static const Dwfl_Thread_Callbacks own_callbacks = {
+    own_next_thread, own_get_thread, own_memory_read, own_initial_registers, NULL, NULL};
+
+LLNative *ll_native_open(pid_t pid, int by_offset, char *why, size_t n) {
     if (load()) {
         snprintf(why, n, "%s", dw.why);
         return NULL;
@@ -129,13 +217,17 @@ LLNative *ll_native_open(pid_t pid, char *why, size_t n) {
         return NULL;
     }
     nat->pid = pid;
+    nat->by_offset = by_offset;
     nat->callbacks.find_elf = dw.find_elf;
     nat->callbacks.find_debuginfo = dw.find_debuginfo;
     nat->dwfl = dw.begin(&nat->callbacks);
-    /* The threads are stopped by the caller (assume_ptrace_stopped): libdw reads their
-     * registers and never attaches or stops them itself. */
+    /* Another process's threads are stopped by the caller (assume_ptrace_stopped): libdw
+     * reads their registers and never attaches or stops them itself.  This process's are
+     * given to it as contexts (ll_native_unwind_context). */
+    int own = pid == getpid();
     if (!nat->dwfl || dw.proc_report(nat->dwfl, pid) || dw.report_end(nat->dwfl, NULL, NULL) ||
-        dw.proc_attach(nat->dwfl, pid, true)) {
+        (own ? !dw.attach_state(nat->dwfl, NULL, pid, &own_callbacks, nat)
+             : dw.proc_attach(nat->dwfl, pid, true))) {
         snprintf(why, n, "libdw cannot read process %d: %s", (int)pid, dw.errmsg(-1));
         ll_native_close(nat);
         return NULL;
@@ -147,15 +239,10 @@ void ll_native_close(LLNative *nat) {
     if (!nat) return;
     if (nat->dwfl) dw.end(nat->dwfl);
     for (size_t i = 0; i < nat->nfuncs; i++) free(nat->funcs[i].key);
+    free(nat->out);
     free(nat->funcs);
     free(nat);
 }
-
-/* A C frame: its return address (or, innermost, where it is) and its function. */
-typedef struct {
-    Dwarf_Addr pc[LL_NATIVE_MAX];
-    int n;
-} Unwound;
 
 static int on_frame(Dwfl_Frame *state, void *arg) {
     Unwound *u = arg;
@@ -168,15 +255,30 @@ static int on_frame(Dwfl_Frame *state, void *arg) {
 }
 
 /* The function that stands for the C code at `pc`: one a (module, symbol); a pc no symbol
- * covers is named by its offset in its module. */
-static uint32_t native_func(LLNative *nat, LLStacks *st, Dwarf_Addr pc, int *is_eval) {
+ * covers is named by its offset in its module in a snapshot (dump), and is its module's
+ * "[unknown]" when sampling, which would otherwise give each of its instructions a function of
+ * its own (a stripped libz: dozens of them in a second at 100 Hz, none above 11%). */
+static uint32_t native_func(LLNative *nat, LLStacks *st, Dwarf_Addr pc, int *role,
+                            int *known) {
     Dwfl_Module *mod = dw.addrmodule(nat->dwfl, pc);
+    if (!mod && ll_monotonic_ns() >= nat->next_report_ns) {
+        /* Sampling goes on for seconds or hours: the modules mapped since they were read
+         * are added (the ones known stay, and so do their functions' names). */
+        nat->next_report_ns = ll_monotonic_ns() + LL_NATIVE_REPORT_NS;
+        dw.report_begin_add(nat->dwfl);
+        int failed = dw.proc_report(nat->dwfl, nat->pid);
+        if (dw.report_end(nat->dwfl, NULL, NULL) == 0 && !failed)
+            mod = dw.addrmodule(nat->dwfl, pc);
+    }
+    *known = mod != NULL;
     const char *file = NULL, *sym = NULL;
     Dwarf_Addr start = 0;
     char text[512], module[256] = "?";
     if (mod) {
-        dw.module_info(mod, NULL, &start, NULL, NULL, NULL, &file, NULL);
+        /* The symbol first: looking it up opens the module's file, which module_info names
+         * only once it is open (a module reported since the last frame in it was named). */
         sym = dw.module_addrname(mod, pc);
+        dw.module_info(mod, NULL, &start, NULL, NULL, NULL, &file, NULL);
         if (file) {
             const char *base = strrchr(file, '/');
             snprintf(module, sizeof module, "%s", base ? base + 1 : file);
@@ -190,10 +292,14 @@ static uint32_t native_func(LLNative *nat, LLStacks *st, Dwarf_Addr pc, int *is_
          * name never contains. */
         size_t cut = strcspn(text, "@.");
         if (cut > 0) text[cut] = 0;
-    } else {
+    } else if (nat->by_offset) {
         snprintf(text, sizeof text, "0x%llx", (unsigned long long)(pc - start));
+    } else {
+        snprintf(text, sizeof text, "[unknown]");
     }
-    *is_eval = !strcmp(text, LL_EVAL_FUNCTION);
+    *role = !strcmp(text, LL_EVAL_FUNCTION)                                   ? ROLE_EVAL
+            : !strcmp(text, LL_PARK_HANDLER) && !strncmp(module, "_native.", 8) ? ROLE_PARK
+                                                                              : ROLE_OTHER;
     size_t ml = strlen(module), tl = strlen(text), len = ml + 1 + tl;
     for (size_t i = 0; i < nat->nfuncs; i++)
         if (nat->funcs[i].len == len && !memcmp(nat->funcs[i].key, module, ml + 1) &&
@@ -222,6 +328,27 @@ static uint32_t native_func(LLNative *nat, LLStacks *st, Dwarf_Addr pc, int *is_
     return id;
 }
 
+/* native_func, remembered by address (a full table keeps what it has, and names the rest). */
+static uint32_t named(LLNative *nat, LLStacks *st, Dwarf_Addr pc, int *role) {
+    uint64_t h = (pc * 0x9E3779B97F4A7C15ull) >> 32;
+    for (int probe = 0; probe < 8; probe++) {
+        PcSlot *s = &nat->pcs[(h + (uint64_t)probe) & (LL_NATIVE_PCS - 1)];
+        if (s->pc == pc) {
+            *role = s->role;
+            return s->func;
+        }
+        if (!s->pc) {
+            int known = 0;
+            uint32_t func = native_func(nat, st, pc, role, &known);
+            /* (An address in no module known yet is not kept: it is named again.) */
+            if (func && known && pc) *s = (PcSlot){pc, func, *role};
+            return func;
+        }
+    }
+    int known;
+    return native_func(nat, st, pc, role, &known);
+}
+
 /* Whether the Python frame at `frame` is the first its call of the eval loop ran (the
  * outermost of that call's frames). */
 static int begins_call(LLProc *p, uint64_t frame) {
@@ -240,28 +367,47 @@ static int begins_call(LLProc *p, uint64_t frame) {
     return owner >= LL_FIRST_OWNER_NOT_PYTHON;
 }
 
-int ll_native_merge(LLNative *nat, LLStacks *st, LLProc *p, pid_t tid, int npy) {
-    Unwound *u = malloc(sizeof *u);
-    LLFrame *out = malloc(sizeof *out * (size_t)st->max_depth);
-    if (!u || !out) {
-        free(u);
-        free(out);
-        return npy;
-    }
+int ll_native_unwind(LLNative *nat, pid_t tid) {
+    Unwound *u = &nat->u;
     u->n = 0;
     int rc = dw.getthread_frames(nat->dwfl, tid, on_frame, u);
     /* (An unwind that stops short, at a frame without call frame information, is kept.) */
-    if (rc != 0 && u->n == 0) {
-        free(u);
-        free(out);
-        return npy;
+    return rc != 0 && u->n == 0 ? -1 : u->n;
+}
+
+int ll_native_unwind_context(LLNative *nat, const LLNativeContext *ctx) {
+    nat->ctx = ctx;
+    int n = ll_native_unwind(nat, ctx->tid);
+    nat->ctx = NULL;
+    return n;
+}
+
+int ll_native_merge(LLNative *nat, LLStacks *st, LLProc *p, int npy) {
+    const Unwound *u = &nat->u;
+    if (u->n == 0) return npy;
+    if (nat->cout < st->max_depth) {
+        LLFrame *grown = realloc(nat->out, sizeof *grown * (size_t)st->max_depth);
+        if (!grown) return npy;
+        nat->out = grown;
+        nat->cout = st->max_depth;
     }
+    LLFrame *out = nat->out;
     int n = 0, py = 0;
     for (int i = 0; i < u->n && n < st->max_depth; i++) {
-        int is_eval = 0;
-        uint32_t func = native_func(nat, st, u->pc[i], &is_eval);
-        if (is_eval && py < npy) {
-            /* This call of the loop: the Python frames up to the one that began it. */
+        int role = ROLE_OTHER;
+        uint32_t func = named(nat, st, u->pc[i], &role);
+        if (role == ROLE_PARK) {
+            /* A thread of this process asked again while it was still in the handler that
+             * parked it last (run --native, on a busy machine): the frames from here in are
+             * the handler's, and the program's go on past the signal frame under it. */
+            i++; /* the signal's frame: __restore_rt, named or not (a stripped libc) */
+            n = 0;
+            continue;
+        }
+        if (role == ROLE_EVAL) {
+            /* This call of the loop: the Python frames up to the one that began it.  (One
+             * with none left, the Python walk having seen fewer, is left out: the stacks were
+             * read at different moments, a thread that took the GIL between them.) */
             while (py < npy && n < st->max_depth) {
                 int first = begins_call(p, st->frame_addr[py]);
                 out[n++] = st->frames[py++];
@@ -274,7 +420,5 @@ int ll_native_merge(LLNative *nat, LLStacks *st, LLProc *p, pid_t tid, int npy) 
     /* Python frames no eval-loop frame was found for (an unwind cut short) go outermost. */
     while (py < npy && n < st->max_depth) out[n++] = st->frames[py++];
     memcpy(st->frames, out, sizeof *out * (size_t)n);
-    free(u);
-    free(out);
     return n;
 }

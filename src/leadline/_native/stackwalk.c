@@ -15,9 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A frame whose owner is at least this is not a Python function's: 3.12/3.13 FRAME_OWNED_BY_CSTACK
- * (3), 3.14+ FRAME_OWNED_BY_INTERPRETER (3) and FRAME_OWNED_BY_CSTACK (4); 3.11 has none. */
-#define LL_FIRST_OWNER_NOT_PYTHON 3
 /* 3.14+ keep what a frame runs as a _PyStackRef: the object's address with tag bits in the low
  * bits (objects are at least 8-byte aligned, so clearing them is right on every version). */
 #define LL_STACKREF_TAGS ((uint64_t)7)

@@ -11,6 +11,10 @@
 #include "leadline.h"
 #include "procmem.h"
 
+/* A frame whose owner is at least this is not a Python function's: 3.12/3.13 FRAME_OWNED_BY_CSTACK
+ * (3), 3.14+ FRAME_OWNED_BY_INTERPRETER (3) and FRAME_OWNED_BY_CSTACK (4); 3.11 has none. */
+#define LL_FIRST_OWNER_NOT_PYTHON 3
+
 /* A frame of a walk: the function it runs and its instruction offset (code units). */
 typedef struct {
     uint32_t func, off;

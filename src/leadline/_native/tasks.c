@@ -76,7 +76,7 @@ static void find_current_tasks(LLTasks *a, LLProc *p, uint64_t interp) {
     if (ll_mem_read(&p->mem, module + (uint64_t)L->module_dict, &mdict, 8) || !mdict) return;
     if (!(tasks = ll_dict_get(p, mdict, "_current_tasks", 4096))) return;
     if (ll_dict_entries(p, tasks, 0, &type, &e)) return;
-    free(e.entries);
+    ll_dict_entries_free(&e);
     a->current_tasks = tasks;
     a->dict_type = type;
 }
@@ -102,7 +102,7 @@ static int running_tasks(LLTasks *a, LLStacks *st, LLProc *p, uint64_t interp, u
     LLDictEntries e;
     uint64_t type = 0;
     if (ll_dict_entries(p, a->current_tasks, LL_MAX_LOOPS, &type, &e) || type != a->dict_type) {
-        free(e.entries);
+        ll_dict_entries_free(&e);
         a->current_tasks = 0; /* no longer the dict it was: look for it again */
         return 0;
     }
@@ -111,7 +111,7 @@ static int running_tasks(LLTasks *a, LLStacks *st, LLProc *p, uint64_t interp, u
         uint64_t task = ll_rd64(e.entries + i * e.size, e.value);
         if (task && ll_rd64(e.entries + i * e.size, e.key)) out[n++] = task;
     }
-    free(e.entries);
+    ll_dict_entries_free(&e);
     return n;
 }
 

@@ -7,6 +7,7 @@
  * apply user filters, with events from that call ignored) and never takes a lock except to
  * hand a full chunk to the writer, once per 64 KiB. */
 #include "leadline.h"
+#include "procmem.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -100,7 +101,9 @@ typedef struct LLSession {
     LLWriter w;
     LLRss rss;
     uint64_t gen;
+    uint64_t gen_tag; /* gen as the top 24 bits of a co_extra value hold it */
     int active;
+    int plain; /* no depth limit, RSS trigger or exact RSS read: events take py_event_fast */
     int opened;
     int finished;
     int closed;
@@ -175,11 +178,11 @@ static __attribute__((noinline)) int new_chunk(LLSession *s, LLThreadStream *ts,
     return 1;
 }
 
-static inline __attribute__((always_inline)) void emit(LLSession *s, LLThreadStream *ts, int kind, uint64_t fid, uint64_t t,
-                        uint64_t rss, uint64_t heap, int64_t off, uint64_t n) {
-    if (LL_UNLIKELY(ts->pos + LL_MAX_EVENT_BYTES > ts->end || t >= ts->deadline)) {
-        if (!new_chunk(s, ts, t)) return; /* out of memory: the event is lost, counted as a gap */
-    }
+/* An event into the stream's chunk, which has room for it. */
+static inline __attribute__((always_inline)) void emit_into(LLThreadStream *ts, int kind,
+                                                            uint64_t fid, uint64_t t,
+                                                            uint64_t rss, uint64_t heap,
+                                                            int64_t off, uint64_t n) {
     if (LL_UNLIKELY(t < ts->last_t)) t = ts->last_t;
     uint8_t *p = ts->pos;
     uint8_t *h = p++;
@@ -210,6 +213,14 @@ static inline __attribute__((always_inline)) void emit(LLSession *s, LLThreadStr
     ts->last_t = t;
     ts->counted = n;
     ts->nrecorded++;
+}
+
+static inline __attribute__((always_inline)) void emit(LLSession *s, LLThreadStream *ts, int kind, uint64_t fid, uint64_t t,
+                        uint64_t rss, uint64_t heap, int64_t off, uint64_t n) {
+    if (LL_UNLIKELY(ts->pos + LL_MAX_EVENT_BYTES > ts->end || t >= ts->deadline)) {
+        if (!new_chunk(s, ts, t)) return; /* out of memory: the event is lost, counted as a gap */
+    }
+    emit_into(ts, kind, fid, t, rss, heap, off, n);
 }
 
 static __attribute__((noinline, cold)) void emit_previous(LLSession *s, LLThreadStream *ts) {
@@ -540,6 +551,27 @@ static inline __attribute__((always_inline)) int on_py(LLSession *s, PyObject *c
     return 0;
 }
 
+/* The common case of a Python function's event, with no call in it (so that the hook needs no
+ * saved registers, which a call on any of its paths would make it save at its every event):
+ * the session records, the thread has its stream, the function is named and not left out, no
+ * depth limit, RSS trigger or exact RSS read, and room in the chunk.  1 if it was recorded; 0
+ * (nothing changed) if the hook must take the whole way, on_py. */
+static inline __attribute__((always_inline)) int py_event_fast(LLSession *s, PyObject *code,
+                                                               int kind, int64_t off) {
+    if (LL_UNLIKELY(s->active != 1 || ll_tls.gen != s->gen)) return 0; /* (session_ready) */
+    LLThreadStream *ts = ll_tls.ts;
+    uint64_t v = (uint64_t)(uintptr_t)ll_code_extra_get(code, code_extra_index);
+    if (LL_UNLIKELY(!ts || (v >> 40) != s->gen_tag)) return 0;
+    uint64_t f = v & LL_FN_MASK;
+    if (LL_UNLIKELY(!(f & 0xFFFFFFFFull) || !s->plain || ll_tls.rss_dirty)) return 0;
+    uint64_t t = ll_ticks();
+    if (LL_UNLIKELY(ts->pos + LL_MAX_EVENT_BYTES > ts->end || t >= ts->deadline)) return 0;
+    ts->nevents++;
+    emit_into(ts, kind, LL_FN_ID(f), t, ll_rss_published(&s->rss), ll_tls.heap_bytes, off,
+              ts->nevents);
+    return 1;
+}
+
 static inline void on_c(LLSession *s, PyObject *callable, int kind, int64_t off) {
     if (!c_callable_key(callable)) return;
     LLThreadStream *ts = current_stream(s);
@@ -611,11 +643,18 @@ static PyObject *idle_result(LLSession *s) {
     Py_RETURN_NONE;
 }
 
+static __attribute__((noinline)) PyObject *enter_local_slow(LLSession *s, PyObject *const *args,
+                                                             size_t nargsf) {
+    if (LL_UNLIKELY(!session_ready(s) || NARGS(nargsf) < 1)) return idle_result(s);
+    return disable_or_none(s, on_py(s, args[0], LL_EV_CALL, -1));
+}
+
 static PyObject *hook_enter_local(PyObject *self, PyObject *const *args, size_t nargsf,
                                   PyObject *kw) {
     LLSession *s = HOOK_SESSION(self);
-    if (LL_UNLIKELY(!session_ready(s) || NARGS(nargsf) < 1)) return idle_result(s);
-    return disable_or_none(s, on_py(s, args[0], LL_EV_CALL, -1));
+    if (LL_LIKELY(NARGS(nargsf) >= 1 && py_event_fast(s, args[0], LL_EV_CALL, -1)))
+        Py_RETURN_NONE;
+    return enter_local_slow(s, args, nargsf);
 }
 
 static PyObject *hook_enter(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw) {
@@ -625,11 +664,24 @@ static PyObject *hook_enter(PyObject *self, PyObject *const *args, size_t nargsf
     Py_RETURN_NONE;
 }
 
+static __attribute__((noinline)) PyObject *exit_local_slow(LLSession *s, PyObject *const *args,
+                                                            size_t nargsf) {
+    if (LL_UNLIKELY(!session_ready(s) || NARGS(nargsf) < 2)) return idle_result(s);
+    return disable_or_none(s, on_py(s, args[0], LL_EV_RETURN, offset_units(args[1])));
+}
+
 static PyObject *hook_exit_local(PyObject *self, PyObject *const *args, size_t nargsf,
                                  PyObject *kw) {
     LLSession *s = HOOK_SESSION(self);
-    if (LL_UNLIKELY(!session_ready(s) || NARGS(nargsf) < 2)) return idle_result(s);
-    return disable_or_none(s, on_py(s, args[0], LL_EV_RETURN, offset_units(args[1])));
+#if PY_VERSION_HEX >= 0x030C0000
+    if (LL_LIKELY(NARGS(nargsf) >= 2 && PyLong_CheckExact(args[1]) &&
+                  _PyLong_IsCompact((PyLongObject *)args[1]))) {
+        Py_ssize_t v = _PyLong_CompactValue((PyLongObject *)args[1]);
+        if (LL_LIKELY(py_event_fast(s, args[0], LL_EV_RETURN, v < 0 ? -1 : v / 2)))
+            Py_RETURN_NONE;
+    }
+#endif
+    return exit_local_slow(s, args, nargsf);
 }
 
 static PyObject *hook_exit(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw) {
@@ -660,7 +712,8 @@ static PyObject *hook_c_raise(PyObject *self, PyObject *const *args, size_t narg
 }
 
 #if !LL_HAVE_MONITORING
-static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
+static __attribute__((noinline)) int profile_hook_slow(PyObject *obj, PyFrameObject *frame,
+                                                       int what, PyObject *arg) {
     LLSession *s = (LLSession *)obj;
     if (LL_UNLIKELY(!session_ready(s))) {
         /* After an early stop each thread takes the hook off itself at its next event, so that
@@ -686,6 +739,19 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
         break;
     }
     return 0;
+}
+
+static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
+    LLSession *s = (LLSession *)obj;
+    if (LL_LIKELY(what == PyTrace_CALL)) {
+        if (LL_LIKELY(py_event_fast(s, (PyObject *)ll_frame_code(frame), LL_EV_CALL, -1)))
+            return 0;
+    } else if (LL_LIKELY(what == PyTrace_RETURN)) {
+        if (LL_LIKELY(py_event_fast(s, (PyObject *)ll_frame_code(frame), LL_EV_RETURN,
+                                    ll_frame_lasti(frame))))
+            return 0;
+    }
+    return profile_hook_slow(obj, frame, what, arg);
 }
 
 static int empty_profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
@@ -798,7 +864,24 @@ static void atfork_child(void) {
     pthread_mutex_unlock(&ll_global_lock);
 }
 
+#if !LL_HAVE_MONITORING && PY_VERSION_HEX >= 0x030B0000
+int ll_iframe_at = -1, ll_iframe_code_at, ll_iframe_instr_at, ll_code_first_at;
+#endif
+
 int ll_tracer_init(void) {
+#if !LL_HAVE_MONITORING && PY_VERSION_HEX >= 0x030B0000
+    /* The offsets are a 64-bit release build's (a --with-trace-refs build's objects have a
+     * longer header). */
+    const LLLayout *L = ll_layout(11);
+    if (!LL_FRAME_READS_BUILD) L = NULL;
+    if (L && L->frameobj_iframe >= 0 && L->frame_code >= 0 && L->frame_instr >= 0 &&
+        L->code_adaptive >= 0) {
+        ll_iframe_code_at = L->frame_code;
+        ll_iframe_instr_at = L->frame_instr;
+        ll_code_first_at = L->code_adaptive;
+        ll_iframe_at = L->frameobj_iframe;
+    }
+#endif
     code_extra_index = LL_RequestCodeExtraIndex(NULL);
     if (code_extra_index < 0) return -1;
     if (pthread_key_create(&exit_key, thread_exit) != 0) return -1;
@@ -876,6 +959,8 @@ static PyObject *session_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     if (heap && !hook_only) s->heap_installed = ll_heap_hooks_install() >= 0;
     pthread_mutex_lock(&ll_global_lock);
     s->gen = ++session_gen;
+    s->gen_tag = s->gen & 0xFFFFFF;
+    s->plain = !s->max_depth && !s->trigger_pages && !s->exact_rss;
     active_session = s;
     pthread_mutex_unlock(&ll_global_lock);
     s->mono_start = ll_monotonic_ns();
@@ -896,6 +981,23 @@ static PyObject *session_hook(PyObject *self, PyObject *arg) {
 
 #if !LL_HAVE_MONITORING
 /* Installs the C profile hook on every existing thread; refuses if another profiler is set. */
+/* 3.11: the frame reads at the generated offsets (compat.h) checked once against the API on
+ * the frame that installs the hook; any difference and the API is used from then on. */
+static void check_frame_reads(void) {
+#  if PY_VERSION_HEX >= 0x030B0000
+    PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
+    if (ll_iframe_at < 0 || !f) return;
+    uintptr_t iframe = (uintptr_t)ll_iframe(f);
+    PyCodeObject *code = PyFrame_GetCode(f);
+    Py_DECREF(code);
+    int b = PyFrame_GetLasti(f);
+    int lasti = b < 0 ? -1 : b / 2;
+    if (!iframe || iframe % sizeof(void *) || ll_frame_code(f) != code ||
+        ll_frame_lasti(f) != lasti)
+        ll_iframe_at = -1;
+#  endif
+}
+
 static PyObject *session_install_profile(PyObject *self, PyObject *unused) {
     LLSession *s = (LLSession *)self;
     PyInterpreterState *interp = PyThreadState_GetInterpreter(PyThreadState_Get());
@@ -908,6 +1010,7 @@ static PyObject *session_install_profile(PyObject *self, PyObject *unused) {
             return NULL;
         }
     }
+    check_frame_reads();
     for (PyThreadState *t = PyInterpreterState_ThreadHead(interp); t; t = PyThreadState_Next(t)) {
         if (_PyEval_SetProfile(t, session_profile_func(s), self) < 0) return NULL;
     }

@@ -28,6 +28,7 @@ class Frame:
     file: str  # the code object's file name, as the program saw it
     line: int  # the line being executed in this frame (0 if unknown)
     func_line: int  # the function's first line (its `def`)
+    native: bool = False  # a C function (`attach --native`, `dump --native`): file is its module
 
     @property
     def label(self) -> str:

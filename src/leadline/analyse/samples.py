@@ -56,10 +56,21 @@ def _is_shim(func: Function | None) -> bool:
     return func is not None and (func.name, func.file, func.line) == ("__init__", "__init__", 0)
 
 
-def _in_the_way(file: str, name: str, package_dir: str) -> bool:
+# The module of the package that runs the program (its code, then its sys.excepthook): the one
+# launcher frame the program's first frame can be called from.
+_RUNNER = "record/runner.py"
+
+
+def _package_module(file: str, package_dir: str) -> str | None:
+    """A file of leadline's package as a path within it ("record/runner.py"), else None."""
     if not package_dir or not file.startswith(package_dir):
-        return False
-    names = _IN_THE_WAY.get(file[len(package_dir.rstrip("/")) + 1 :])
+        return None
+    return file[len(package_dir.rstrip("/")) + 1 :]
+
+
+def _in_the_way(file: str, name: str, package_dir: str) -> bool:
+    module = _package_module(file, package_dir)
+    names = _IN_THE_WAY.get(module) if module is not None else None
     return names is not None and name in names
 
 
@@ -123,7 +134,7 @@ class _StackResolver:
     def frame_of(self, func: int, off: int) -> int:
         f = self.cap.functions.get(func)
         fr = (
-            Frame(f.name, f.file, f.line_at(off), f.line)
+            Frame(f.name, f.file, f.line_at(off), f.line, native=f.kind == "c" and f.name != "<GC>")
             if f is not None
             else Frame(f"<function {func}>", "?", 0, 0)
         )
@@ -164,8 +175,12 @@ class _StackResolver:
         """Decides where the stack id `sid` (frame `func`, `off` under `parent`, whose place is
         known) goes."""
         package_dir, node_of, zone = self.package_dir, self._node_of, self._zone
-        if parent in node_of and parent != 0 and _is_shim(self.cap.functions.get(func)):
-            node_of[sid] = node_of[parent]
+        if (
+            parent in node_of
+            and parent != 0
+            and (node_of[parent] < 0 or _is_shim(self.cap.functions.get(func)))
+        ):
+            node_of[sid] = node_of[parent]  # under leadline's own work, or a shim
             return
         if not package_dir:
             node_of[sid] = self.tree.child(node_of[parent], self.frame_of(func, off))
@@ -192,6 +207,13 @@ class _StackResolver:
             zone[sid] = (parent, depth + 1, depth + 1, False)
         elif not pending and _is_wrapper(file, package_dir):
             zone[sid] = (parent, depth + 1, depth + 1 if ours else cut, False)
+        elif not pending and _package_module(
+            self._file_of(self.cap.stacks.get(parent, (0, 0, 0))[1]), package_dir
+        ) not in (None, _RUNNER):
+            # Out of the package into the standard library from anywhere but the runner:
+            # leadline's own work on the program's thread (the agent's start blocking signals
+            # while it starts its threads, the recorder's stop), not the program's first frame.
+            node_of[sid] = -1
         else:
             # The program's first frame: the launcher ends above it.
             above = self._zone_stack(parent)
@@ -741,6 +763,7 @@ def to_json(p: SampleProfile, idle: bool = False) -> dict[str, Any]:
     total = sum(w for _, w in weighted) or 1
     funcs = function_rows(p, weighted)
     gil = {serial: g.as_dict() for serial, g in gil_by_thread(p).items()}
+    native = {func_key(f) for f in p.frames if f.native}  # C functions (--native)
     return {
         "schema": SCHEMA_VERSION,
         "kind": "sample",
@@ -785,11 +808,18 @@ def to_json(p: SampleProfile, idle: bool = False) -> dict[str, Any]:
                 "total_pct": 100.0 * r.total / total,
                 "self_pct": 100.0 * r.self / total,
                 "lines": {str(k): v for k, v in sorted(r.lines.items())},
+                "native": (r.name, r.file, r.line) in native,
             }
             for r in funcs
         ],
         "frames": [
-            {"name": f.name, "file": f.file, "line": f.line, "func_line": f.func_line}
+            {
+                "name": f.name,
+                "file": f.file,
+                "line": f.line,
+                "func_line": f.func_line,
+                "native": f.native,
+            }
             for f in p.frames
         ],
         "stacks": [

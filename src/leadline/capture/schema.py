@@ -247,6 +247,8 @@ END_FIELDS: dict[str, Check] = {
     # how long the threads found running were stopped while their variables were read
     "locals_held_ns": _uint,
     "native_held_ns": _uint,
+    "native_stops": _uint,
+    "native_unread": _uint,
     # probe
     "counts": _dict_of(_uint),
     "ratios": _dict_of(_optional(_number_in(-1.8e308, 1.8e308))),

@@ -1,11 +1,13 @@
 """`leadline attach PID [--duration S]`: sample a running Python process from outside.
 
-Nothing is injected into the target and it is never stopped: its memory is read with
-process_vm_readv, which needs ptrace permission over it."""
+Nothing is injected into the target and it is never stopped (but with --native, for a moment
+at each sample, while a thread's C stack is unwound): its memory is read with process_vm_readv,
+which needs ptrace permission over it."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 from typing import Any
@@ -37,6 +39,13 @@ def register(sub: Any) -> None:
     p.add_argument(
         "-d", "--duration", type=float, default=None, metavar="S", help="stop after S seconds"
     )
+    p.add_argument(
+        "--native",
+        action="store_true",
+        help="also sample each thread's C frames (the interpreter's, extensions', libraries'), "
+        "the Python frames in place of the interpreter's loop that runs them; each thread is "
+        "stopped for a moment at each sample while its C stack is read (needs elfutils' libdw)",
+    )
     add_sampling_arguments(p)
     p.set_defaults(func=run)
 
@@ -57,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         )
 
     try:
-        result = attach(args.pid, args.output, options_from(args), args.duration, progress=progress)
+        options = dataclasses.replace(options_from(args), native=args.native)
+        result = attach(args.pid, args.output, options, args.duration, progress=progress)
     finally:
         status.clear()
     summarise(result, args.quiet)

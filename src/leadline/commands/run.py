@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import platform
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,14 @@ def register(sub: Any) -> None:
         "native thread that never takes the GIL; writes a capture for `leadline report`.",
     )
     add_sampling_arguments(p)
+    p.add_argument(
+        "--native",
+        action="store_true",
+        help="also sample each thread's C frames (the interpreter's, extensions', libraries'), "
+        "the Python frames in place of the interpreter's loop that runs them; each thread is "
+        "held in a signal handler for a moment at each sample while its stack is copied "
+        "(x86-64; needs elfutils' libdw)",
+    )
     fleet = p.add_argument_group(
         "fleet", "push profiles to Grafana Pyroscope instead of writing a capture (docs/fleet.md)"
     )
@@ -109,10 +118,18 @@ def run_pushing(args: argparse.Namespace, target: runner.Target) -> int:
 
 def run(args: argparse.Namespace) -> int:
     target = runner.parse_target(args.program, args.module, args.code)
+    if args.native and args.push:
+        raise LeadlineError("--native is for a capture: it cannot be used with --push")
+    if args.native and platform.machine() not in ("x86_64", "AMD64"):
+        raise LeadlineError(
+            f"run --native reads C stacks on x86-64 only (this is {platform.machine()}); "
+            "run the program, then `leadline attach PID --native`"
+        )
     if args.push:
         return run_pushing(args, target)
     output = args.output or default_output(target.argv0, "sample")
-    profiler = Profiler(output, options_from(args), argv=target.argv)
+    options = dataclasses.replace(options_from(args), native=args.native)
+    profiler = Profiler(output, options, argv=target.argv)
     status, result = run_recorded(target, profiler)
     if os.getpid() == profiler.pid:
         summarise(result, args.quiet)

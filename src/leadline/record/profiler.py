@@ -73,7 +73,7 @@ class ProfileOptions:
     async_tasks: str = "running"  # one of ASYNC_MODES
     ticks: int = 0  # ticks to take, each read written as read (a snapshot); 0: until stopped
     locals: int = 0  # a snapshot: the innermost frames of each thread whose variables are read
-    native: bool = False  # a snapshot of another process: each thread's C frames too
+    native: bool = False  # each thread's C frames too (dump, attach, run --native)
 
     def validate(self) -> None:
         if not 1 <= self.rate_hz <= MAX_RATE:
@@ -85,6 +85,10 @@ class ProfileOptions:
         if not 1 <= self.max_depth <= MAX_DEPTH:
             raise LeadlineError(f"--max-depth must be between 1 and {MAX_DEPTH:,}")
         if self.native:
+            # libdw would ask a debuginfod server over the network for each library's debug
+            # file where this names one: a sampler must never wait on the network (nor a
+            # thread stay stopped for it).  Local debug files are still read.
+            os.environ.pop("DEBUGINFOD_URLS", None)
             why = _native.native_unavailable()
             if why is not None:
                 raise LeadlineError(f"--native cannot unwind C stacks: {why}")
@@ -140,8 +144,10 @@ def _end_fields(counters: dict[str, Any], written: dict[str, Any]) -> dict[str, 
     if counters.get("locals"):  # a snapshot taken with dump --locals
         fields["locals"] = local_reprs(counters["locals"])
         fields["locals_held_ns"] = counters["locals_held_ns"]
-    if counters.get("native"):  # a snapshot taken with dump --native
+    if counters.get("native"):  # --native: threads stopped (or parked) to unwind
         fields["native_held_ns"] = counters["locals_held_ns"]
+        fields["native_stops"] = counters["native_stops"]
+        fields["native_unread"] = counters["native_unread"]
     return fields
 
 

@@ -346,9 +346,11 @@ var LL = (function () {
     return h >>> 0;
   }
 
-  /* A stable colour for a function: warm for the program's code, cool for `cool` frames. */
-  function frameColor(key, cool) {
+  /* A stable colour for a function: warm for the program's code, cool for `cool` frames, green
+   * for a C function (`native`: --native's frames). */
+  function frameColor(key, cool, native) {
     var h = hashString(key);
+    if (native) return 'hsl(' + (85 + h % 40) + ',45%,' + (60 + (h >> 8) % 12) + '%)';
     if (cool) return 'hsl(' + (195 + h % 35) + ',55%,' + (72 + (h >> 8) % 10) + '%)';
     return 'hsl(' + (8 + h % 42) + ',82%,' + (62 + (h >> 8) % 12) + '%)';
   }

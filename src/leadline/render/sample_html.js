@@ -27,9 +27,10 @@
   var fnName = [];
   var fnFile = [];
   var fnDef = [];
+  var fnNative = []; /* a C function (--native): its file is the module it is in */
   var fnIndex = new Map();
 
-  function functionId(name, file, def) {
+  function functionId(name, file, def, native) {
     var key = name + '\u0000' + file + '\u0000' + def;
     var id = fnIndex.get(key);
     if (id === undefined) {
@@ -38,6 +39,7 @@
       fnName.push(name === '' ? '<unknown>' : name);
       fnFile.push(file);
       fnDef.push(def);
+      fnNative.push(!!native);
     }
     return id;
   }
@@ -47,7 +49,7 @@
   var frameLine = new Float64Array(rawFrames.length);
   rawFrames.forEach(function (f, i) {
     f = arr(f);
-    frameFunc[i] = functionId(str(f[0]), str(f[1]), num(f[3]));
+    frameFunc[i] = functionId(str(f[0]), str(f[1]), num(f[3]), num(f[4]) === 1);
     frameLine[i] = num(f[2]);
   });
   var UNKNOWN_FUNC = functionId('', '', 0);
@@ -357,6 +359,7 @@
     var fid = tree.funcOf[n];
     if (isGc(fid)) return GC_COLOR;
     if (isTask(fid)) return TASK_COLOR;
+    if (fnNative[fid]) return LL.frameColor(fnName[fid] + '\u0000' + fnFile[fid], false, true);
     return LL.frameColor(fnName[fid] + '\u0000' + fnFile[fid], isLibrary(fnFile[fid]));
   }
 
@@ -391,7 +394,9 @@
     }
     var lines = hotLines(n, view);
     if (lines) extra.push({ text: lines, cls: 'll-tip-sub' });
-    var sub = isGc(tree.funcOf[n]) ? 'garbage collection, started by the frames below' : where(tree.funcOf[n]);
+    var fid = tree.funcOf[n];
+    var sub = isGc(fid) ? 'garbage collection, started by the frames below'
+      : fnNative[fid] ? 'C function in ' + where(fid) : where(fid);
     return { sub: [sub], extra: extra };
   }
 
@@ -467,7 +472,8 @@
     color: frameColor,
     frameClass: function (n) {
       if (n === 0) return '';
-      return isGc(tree.funcOf[n]) ? ' ll-gc-frame' : isTask(tree.funcOf[n]) ? ' ll-task-frame' : '';
+      var fid = tree.funcOf[n];
+      return isGc(fid) ? ' ll-gc-frame' : isTask(fid) ? ' ll-task-frame' : fnNative[fid] ? ' ll-native-frame' : '';
     },
     key: nodes.key,
     find: nodes.find,

@@ -107,7 +107,8 @@ def _document(profile: SampleProfile) -> dict[str, Any]:
             "complete": profile.complete,
             "stopped_early": profile.stopped_early,
         },
-        "frames": [[f.name, f.file, f.line, f.func_line] for f in profile.frames],
+        # [name, file, line, first line, 1 for a C function (--native)]
+        "frames": [[f.name, f.file, f.line, f.func_line, int(f.native)] for f in profile.frames],
         "shown_files": _shown_files(profile),
         "threads": [[t.serial, t.pid, t.tid, t.name] for t in threads],
         "nodes": {"parent": node_parent, "frame": node_frame},
