@@ -412,13 +412,18 @@ import asyncio
 async def fetch(delay):
     await asyncio.sleep(delay)
 
-async def client():
+async def client(done):
+    for _ in range(3):  # a few rounds run before the dump
+        await fetch(0.01)
+    done.set()
     while True:
-        await fetch(0.05)
+        await fetch(600)
 
 async def main():
-    tasks = [asyncio.create_task(client(), name=f"client-{i}") for i in range(2)]
-    await asyncio.sleep(0)
+    done = [asyncio.Event() for _ in range(2)]
+    tasks = [asyncio.create_task(client(d), name=f"client-{i}") for i, d in enumerate(done)]
+    for d in done:
+        await d.wait()
     print("ready", flush=True)
     await asyncio.sleep(600)
 
@@ -427,9 +432,16 @@ asyncio.run(main())
 
 
 def test_async_all_lists_the_tasks_that_wait(tmp_path: Path) -> None:
-    with target(tmp_path, TASKS) as proc:
-        r = leadline("dump", proc.pid, "--json", "--async", "all", cwd=tmp_path, check=True)
-    (main,) = json.loads(r.stdout)["threads"]
+    # Once ready, the loop waits for nothing but a timer 600 s away.  Between the print and that
+    # wait it still runs, for a moment that a busy machine can make long (CI's loaded stage found
+    # it running when the clients woke every 50 ms): a dump that found it on its way is taken again.
+    with target(tmp_path, TASKS, settle=0.2) as proc:
+        for _ in range(5):
+            r = leadline("dump", proc.pid, "--json", "--async", "all", cwd=tmp_path, check=True)
+            (main,) = json.loads(r.stdout)["threads"]
+            if main["state"] == "idle":
+                break
+            time.sleep(0.5)
     assert main["state"] == "idle" and {"BaseEventLoop._run_once", "_run_once"} & {*names(main)}, (
         main
     )
