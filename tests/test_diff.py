@@ -615,8 +615,12 @@ def test_twice_the_work_is_no_regression_per_unit(runs: dict[str, Path], tmp_pat
         run = {f["name"]: f for f in data["functions"]}["run"]
         # Per iteration the two runs did the same: the machine ran them at about the same
         # speed, unless the shared host was busy during one of them (seen at 0.56x while
-        # other jobs ran): then both are recorded again, interleaved, at most twice more.
-        if 0.8 < run["new_total"] / run["base_total"] < 1.25 or attempt == 2:
+        # other jobs ran), or one of them was in the phase that gives `run`'s loop between
+        # calls twice its share (test_two_runs_of_the_same_program_flag_nothing: 118 of 741
+        # pairs of identical runs flag it; CI's loaded stage flagged it here once): then both
+        # are recorded again, interleaved, at most twice more.
+        ratio = run["new_total"] / run["base_total"]
+        if (0.8 < ratio < 1.25 and not flagged(data)) or attempt == 2:
             break
         base = profiled(tmp_path, f"base{attempt}")
         twice = profiled(tmp_path, f"twice{attempt}", WORK="2")
