@@ -17,14 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import HOOK_KIND_ENDS, HOT_AND_COOL, leadline, report, write
+from support import HOT_AND_COOL, leadline, report, write
 
 import leadline as leadline_package
 from leadline.analyse.model import Frame
 from leadline.render.gecko import CATEGORY, frame_category
-
-# What these test is version-independent logic (support.HOOK_KIND_ENDS).
-pytestmark = HOOK_KIND_ENDS
 
 REPO = Path(__file__).resolve().parent.parent
 

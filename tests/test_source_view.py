@@ -14,12 +14,9 @@ from typing import Any
 import pytest
 from browser import render_in_chromium
 from htmlpage import click_frame_js
-from support import HOOK_KIND_ENDS, PY, leadline, write
+from support import PY, leadline, write
 
 from leadline.capture.reader import Capture
-
-# What these test is version-independent logic (support.HOOK_KIND_ENDS).
-pytestmark = HOOK_KIND_ENDS
 
 PROGRAM = """\
 import sys, time

@@ -11,13 +11,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from support import HOOK_KIND_ENDS, HOT_AND_COOL, PY, leadline, report, write
+from support import HOT_AND_COOL, PY, leadline, report, write
 from terminal import Terminal
 
 from leadline.analyse.live import ALL_THREADS, LiveTally, Period, Tally
-
-# What these test is version-independent logic (support.HOOK_KIND_ENDS).
-pytestmark = HOOK_KIND_ENDS
 
 # hot and cool take turns on the thread's CPU clock, 3:1, then the program exits with status 3
 # (or spins until it is ended, given "forever").
