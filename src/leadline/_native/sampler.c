@@ -140,7 +140,9 @@ typedef struct {
     int gil_wait;   /* its last read found it waiting for the GIL */
     int held;         /* stopped before its walk (hold_thread) until let go (release_thread) */
     int held_sig;     /* the signal to give back then */
-    int held_running; /* it was running when it was (its state for the sample) */
+    /* Its state for this tick's sample as hold_thread read it (thread_state: 1 running, 0 not,
+     * -1 unknown), so that the sample does not read it again; STATE_UNREAD if it did not. */
+    int tick_state;
     uint64_t held_ns, held_total_ns; /* when it was stopped; for how long, in all */
     int stop_pending; /* asked to stop, it did not in time: traced until it stops (stop_slot) */
     /* --native: its last stack with C frames, the CPU time it had used then, and its Python
@@ -355,6 +357,8 @@ static int state_running(int fd) {
 
 static int is_running(const ThreadSlot *t) { return state_running(t->stat_fd); }
 
+#define STATE_UNREAD (-2) /* a ThreadSlot's tick_state: not read this tick */
+
 /* Whether a thread of this process that its clock says is idle ran lately (LL_RAN_LATELY_NS)
  * and is runnable: waiting for a CPU, not sleeping. */
 static int waits_for_cpu(const ThreadSlot *t, uint64_t now) {
@@ -380,6 +384,7 @@ static ThreadSlot *thread_slot(Sampler *S, Target *T, uint64_t ident, pid_t tid)
     t->tid = tid;
     t->serial = ++S->next_serial;
     t->fd = t->stat_fd = -1;
+    t->tick_state = STATE_UNREAD;
     t->clock = tid > 0 && T->pid == getpid();
     if (tid > 0) {
         snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)T->pid, (int)tid);
@@ -1302,6 +1307,14 @@ static int native_not_run_since(const ThreadSlot *slot) {
     return slot->native_settle && slot->native_runs && runs_of(slot) == slot->native_runs;
 }
 
+/* Another process's thread: running (1), not (0), unknown (-1); with --native, a thread that
+ * has not been on a CPU since its last unwind is not running (native_not_run_since). */
+static int thread_state(const Sampler *S, const ThreadSlot *slot) {
+    int state = is_running(slot);
+    if (state == 1 && S->native && native_not_run_since(slot)) state = 0;
+    return state;
+}
+
 /* --native: the sample's stack, its C frames with the Python frames (n in S->st.frames) in
  * place of the eval loop's; the Python frames alone where the C stack cannot be read.  A thread
  * that is not running and has used no CPU time since its C stack was last read (its schedstat
@@ -1360,8 +1373,10 @@ static int sample_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstat
     /* Another process's thread is asked for its state (schedstat is too coarse to tell);
      * a thread of this process that used no CPU since its last sample is not running (its
      * clock counts the time it has been on a CPU up to now). */
-    int state = slot->clock ? -1 : slot->held_running ? 1 : is_running(slot);
-    if (state == 1 && S->native && native_not_run_since(slot)) state = 0;
+    int state = slot->tick_state; /* read by hold_thread, for this tick only */
+    slot->tick_state = STATE_UNREAD;
+    if (slot->clock) state = -1;
+    else if (state == STATE_UNREAD) state = thread_state(S, slot);
     if (S->cpu_mode && used == 0 && state != 1)
         return THREAD_SKIPPED; /* CPU mode: only threads that ran */
     int n = 0, truncated = 0, gone = 0, drawn = 1;
@@ -1517,9 +1532,11 @@ static int stop_slot(ThreadSlot *slot) {
  * (none of those, or ptrace refused: then read as it runs). */
 static int hold_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate, uint8_t *ts,
                        size_t ts_size) {
-    slot->held = slot->held_running = 0;
+    slot->held = 0;
+    slot->tick_state = STATE_UNREAD;
     if ((!S->locals_frames && !S->native) || slot->clock || slot->tid <= 0) return -1;
-    int running = is_running(slot) == 1 && !(S->native && native_not_run_since(slot));
+    slot->tick_state = thread_state(S, slot);
+    int running = slot->tick_state == 1;
     if (S->native) {
         uint64_t cpu = slot->cpu_ns;
         if (!running) read_cpu_ns(slot, &cpu);
@@ -1532,7 +1549,6 @@ static int hold_thread(Sampler *S, Target *T, ThreadSlot *slot, uint64_t tstate,
     if (S->native) S->native_stops++;
     slot->held = 1;
     slot->held_sig = sig;
-    slot->held_running = running;
     slot->held_ns = ll_monotonic_ns();
     ll_mem_forget(&T->proc.mem);
     uint8_t fresh[256];
@@ -1550,7 +1566,7 @@ static void release_thread(ThreadSlot *slot, int sig) {
         if (waitpid(slot->tid, &status, __WALL | WNOHANG) == 0) slot->stop_pending = 1;
     }
     slot->held_total_ns += ll_monotonic_ns() - slot->held_ns;
-    slot->held = slot->held_running = 0;
+    slot->held = 0;
 }
 
 /* Every thread of the target from `tstate` on (at most LL_MAX_THREADS_PER_TICK), into
