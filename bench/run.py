@@ -89,6 +89,18 @@ CANDIDATES = {
         ),
         Candidate("leadline", "leadline", "leadline trace: every event, time and memory"),
         Candidate(
+            "leadline-coarse",
+            "leadline",
+            "leadline trace --coarse-time: every event, timed by the RSS sampler's 1 ms clock",
+            ("--coarse-time",),
+        ),
+        Candidate(
+            "leadline-lean",
+            "leadline",
+            "leadline trace --coarse-time --no-heap: every event, its time and RSS, no heap bytes",
+            ("--coarse-time", "--no-heap"),
+        ),
+        Candidate(
             "leadline-trigger",
             "leadline",
             "leadline trace --rss-trigger 4096: events where RSS moved by a page",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import json
+import math
 import re
 import signal
 import subprocess
@@ -601,3 +604,65 @@ def test_the_memory_timeline_marks_the_calls_that_grew_it(tmp_path: Path) -> Non
     # load was a mover too, with the parser's growth (seen: -67 release, 48 parse, 48 load,
     # 16 grow_a_little, 2 tiny, 0 main, 0 <module>, in MiB).
     assert any(n == "load" and 40 <= mib <= 56 and not flag for n, mib, flag in movers), movers
+
+
+# Two functions whose calls are far shorter than the RSS sampler's 1 ms period; the program
+# measures each call itself (perf_counter inside the call) and prints the totals.
+COARSE_PROGRAM = """
+    import json, time
+    def spin(d):
+        t = time.perf_counter()
+        while time.perf_counter() - t < d:
+            pass
+    own = {"short": 0.0, "longer": 0.0}
+    def short():
+        t = time.perf_counter()
+        spin(0.00004)
+        own["short"] += time.perf_counter() - t
+    def longer():
+        t = time.perf_counter()
+        spin(0.00012)
+        own["longer"] += time.perf_counter() - t
+    def main():
+        for i in range(2000):
+            longer()
+            short(); short(); short()
+    t0 = time.perf_counter()
+    main()
+    own["main"] = time.perf_counter() - t0
+    print(json.dumps(own))
+"""
+
+
+@pytest.mark.statistical
+def test_coarse_time_totals_are_unbiased_estimates(tmp_path: Path) -> None:
+    """--coarse-time: each event takes the clock the RSS sampler published at its last wake-up,
+    so one short call reads 0 or a whole gap, while a function's total is the count of wake-ups
+    inside its calls times the gap: an unbiased estimate whose variance the test derives from
+    the gaps this very run had (a busy machine wakes the sampler late and less evenly)."""
+    r, cap = traced(tmp_path, COARSE_PROGRAM, "--coarse-time")
+    assert r.returncode == 0, r.stderr
+    truth = json.loads(r.stdout)
+    data = report(cap, tmp_path)
+    assert data["meta"]["options"]["coarse_time"] is True
+    f = funcs(data)
+    assert f["short"]["calls"] == 6000 and f["longer"]["calls"] == 2000
+    rows = [row for row in log_rows(cap, tmp_path) if row["function"] in ("short", "longer")]
+    clocks = sorted({row["clock"] for row in rows})
+    # The clock is the sampler's: a few hundred values for 16,000 events, not one per event.
+    seconds = truth["main"]
+    assert len(clocks) <= seconds / 0.001 + 2, (len(clocks), seconds)
+    assert len(clocks) < len(rows) / 20, (len(clocks), len(rows))
+    gaps = [b - a for a, b in itertools.pairwise(clocks)]
+    # A total over calls much shorter than the gaps is (wake-ups inside them) x (gap): its
+    # variance is about total x E[gap^2] / E[gap].
+    spread = sum(g * g for g in gaps) / sum(gaps)
+    for name in ("short", "longer"):
+        estimate = f[name]["incl_ns"] / 1e9
+        sigma = math.sqrt(truth[name] * spread)
+        assert abs(estimate - truth[name]) <= 4 * sigma, (name, estimate, truth[name], sigma)
+    # One call spanning the whole run is timed to within the longest gap at either end.
+    assert abs(f["main"]["incl_ns"] / 1e9 - seconds) <= 2 * max(gaps), (f["main"], seconds)
+    # The report says how the times were taken.
+    text = " ".join(leadline("report", cap, cwd=tmp_path, check=True).stdout.split())
+    assert "times from a clock that moves every 1.0 ms (--coarse-time)" in text, text

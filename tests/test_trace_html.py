@@ -539,6 +539,18 @@ def test_incomplete_capture_warns(chromium: str, tmp_path: Path) -> None:
     assert "capture was not stopped cleanly" in result.element_text("ll-warning")
 
 
+def test_header_says_when_times_came_from_the_coarse_clock(chromium: str, tmp_path: Path) -> None:
+    data = make_trace()
+    data["meta"]["options"] = {"coarse_time": True, "rss_period_us": 2000}
+    path = write_page(tmp_path, data)
+    result = render_in_chromium(path)
+    assert_clean(result, path)
+    assert "moves every 2.00 ms (--coarse-time)" in result.element_text("ll-header")
+    assert "Clock" not in render_in_chromium(write_page(tmp_path, make_trace())).element_text(
+        "ll-header"
+    )
+
+
 def test_single_thread_has_no_thread_level(chromium: str, tmp_path: Path) -> None:
     path = write_page(tmp_path, make_trace(threads=1))
     state = assert_clean(render_in_chromium(path), path)

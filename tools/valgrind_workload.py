@@ -122,7 +122,9 @@ with leadline.trace(trace_path, c_calls=True) as tr:
         leadline.mark("vg.many", k="v" * 100)
     fork_and_wait()
     g(100)
-with leadline.trace(OUT / "trigger.lead", rss_trigger=-1, previous=True, max_depth=3) as tr2:
+with leadline.trace(
+    OUT / "trigger.lead", rss_trigger=-1, previous=True, max_depth=3, coarse_time=True
+) as tr2:
     f(100)
     big()
     g(200)

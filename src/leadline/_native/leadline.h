@@ -245,6 +245,8 @@ typedef struct {
     int statm_fd;
     long page_size;
     uint64_t rss_pages; /* published by the sampler; read with relaxed atomics */
+    uint64_t now_ticks; /* ll_ticks() at the sampler's last wake-up, never decreasing: the
+                         * clock of a trace with coarse_time (published like rss_pages) */
     unsigned period_us;
     pthread_t thread;
     pid_t tid; /* the sampler thread's kernel id, set by the thread */
@@ -263,6 +265,10 @@ uint64_t ll_rss_read_exact(LLRss *r);
 static inline uint64_t ll_rss_published(LLRss *r) {
     return __atomic_load_n(&r->rss_pages, __ATOMIC_RELAXED);
 }
+static inline uint64_t ll_rss_now(LLRss *r) {
+    return __atomic_load_n(&r->now_ticks, __ATOMIC_RELAXED);
+}
+void ll_rss_publish_now(LLRss *r, uint64_t t); /* now_ticks = max(now_ticks, t) */
 
 /* Per-thread counters that the allocator hooks and the tracer share.  Thread-local storage
  * with the initial-exec model is a single %fs-relative load: no lock, no atomic, and each

@@ -68,6 +68,13 @@ static void timeline_add(LLRss *r, uint64_t t, uint64_t rss) {
     r->tl_last_rss = rss;
 }
 
+void ll_rss_publish_now(LLRss *r, uint64_t t) {
+    uint64_t cur = __atomic_load_n(&r->now_ticks, __ATOMIC_RELAXED);
+    while (cur < t && !__atomic_compare_exchange_n(&r->now_ticks, &cur, t, 1, __ATOMIC_RELAXED,
+                                                   __ATOMIC_RELAXED)) {
+    }
+}
+
 static void *sampler_main(void *arg) {
     LLRss *r = arg;
     r->tid = ll_gettid();
@@ -79,6 +86,7 @@ static void *sampler_main(void *arg) {
         /* The writer takes nothing more (size limit, failed write): stop reading, so that the
          * program gets this core back.  The thread is joined when the recording finishes. */
         if (ll_writer_stopped(r->w)) break;
+        ll_rss_publish_now(r, ll_ticks());
         uint64_t v = ll_rss_read_exact(r);
         if (v != last) {
             timeline_add(r, ll_ticks(), v);
@@ -109,6 +117,7 @@ int ll_rss_start(LLRss *r, LLWriter *w, unsigned period_us) {
     r->statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
     if (r->statm_fd < 0) return errno;
     ll_rss_read_exact(r);
+    ll_rss_publish_now(r, ll_ticks());
     timeline_add(r, ll_ticks(), ll_rss_published(r));
     r->running = 1;
     int err = ll_thread_start(&r->thread, sampler_main, r);

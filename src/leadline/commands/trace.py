@@ -92,6 +92,12 @@ def register(sub: Any) -> None:
         "--no-heap", dest="heap", action="store_false", help="do not hook the Python allocator"
     )
     p.add_argument(
+        "--coarse-time",
+        action="store_true",
+        help="time events by the RSS sampler's clock (every --rss-period) instead of the "
+        "CPU's counter: cheaper an event; totals stay unbiased, one call is timed to a period",
+    )
+    p.add_argument(
         "--rss-period",
         type=float,
         default=1.0,
@@ -131,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
         hook_only=args.hook_only,
         rss_period_us=int(args.rss_period * 1000),
         max_size=args.max_size,
+        coarse_time=args.coarse_time,
     )
     output = args.output or default_output(target.argv0)
     tracer = Tracer(output, options, argv=target.argv)

@@ -62,6 +62,9 @@ class TraceOptions:
     rss_period_us: int = 1000
     max_size: int | None = None  # bytes the capture may reach; None: the default; 0: no limit
     memory: bool = True  # read the process's RSS (False: calls and their time alone)
+    # Time events by the clock the RSS sampler publishes each period instead of the CPU's
+    # counter: a function's total stays unbiased, one call's time is to within a period.
+    coarse_time: bool = False
 
     def trigger_pages(self) -> int:
         if self.rss_trigger < 0:
@@ -77,6 +80,10 @@ class TraceOptions:
             raise LeadlineError("the RSS sampling period must be between 100 us and 10 s")
         if not self.memory and (self.rss_trigger or self.exact_rss or self.heap):
             raise LeadlineError("a trace without memory has no RSS trigger, exact RSS or heap")
+        if self.coarse_time and not self.memory:
+            raise LeadlineError(
+                "coarse time is the RSS sampler's clock: a trace without memory has none"
+            )
         if self.previous and not self.rss_trigger:
             raise LeadlineError("--previous only makes sense with --rss-trigger")
         if self.max_size is not None and self.max_size < 0:
@@ -187,6 +194,7 @@ class Tracer(Recorder):
             exclude_prefix=PACKAGE_DIR,
             disable=disable,
             max_bytes=self.max_bytes,
+            coarse_time=o.coarse_time,
         )
         try:
             self._install(session)
@@ -312,6 +320,7 @@ def trace(
     exact_rss: bool = False,
     heap: bool = True,
     max_size: int | str | None = None,
+    coarse_time: bool = False,
 ) -> Tracer:
     """Trace every call (and its memory) inside a ``with`` block::
 
@@ -320,6 +329,7 @@ def trace(
 
     `max_size`: bytes or a size such as "500M" at which recording stops (the block runs on);
     None for the default (1 GiB, or half the free disk space when less), 0 for no limit.
+    `coarse_time`: time events by the 1 ms clock of the RSS sampler (docs/trace.md, "Cost").
     """
     try:
         limit = parse_size(max_size)
@@ -335,6 +345,7 @@ def trace(
         exact_rss=exact_rss,
         heap=heap,
         max_size=limit,
+        coarse_time=coarse_time,
     )
     return Tracer(path, opts)
 

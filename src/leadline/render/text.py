@@ -29,6 +29,13 @@ def header_lines(p: TraceProfile) -> list[str]:
         f"RSS start {fmt_bytes(p.start_rss)}  end {fmt_bytes(p.end_rss)}  "
         f"peak {fmt_bytes(p.peak_rss)}",
     ]
+    options = cap.meta.get("options") or {}
+    if options.get("coarse_time"):
+        period = fmt_ns(int(options.get("rss_period_us") or 1000) * 1000)
+        lines.append(
+            f"times from a clock that moves every {period} (--coarse-time): a function's total "
+            f"is an unbiased estimate, one call's time is to within about {period}"
+        )
     if p.stopped_early:
         lines.append(
             f"warning: recording stopped early, at {fmt_ns(p.stopped_early['at_ns'])}: "

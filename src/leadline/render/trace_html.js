@@ -229,6 +229,13 @@
     var fact = LL.facts();
     fact('Python', str(meta.python_version) || '?');
     fact('Duration', fmtNs(summary.duration_ns));
+    var opts = obj(meta.options);
+    if (opts.coarse_time === true) {
+      var period = fmtNs(num(opts.rss_period_us || 1000) * 1000);
+      fact('Clock', 'moves every ' + period + ' (--coarse-time)',
+        "A function's total time is an unbiased estimate; one call's time is to within about " +
+        period);
+    }
     var ev = fmtCount(summary.events);
     if (summary.recorded !== undefined && num(summary.recorded) !== num(summary.events)) {
       ev += ' (' + fmtCount(summary.recorded) + ' recorded' +
