@@ -90,9 +90,12 @@ def child_cpu_s() -> float:
 @pytest.mark.statistical
 def test_push_and_read_back(server: PyroscopeServer, tmp_path: Path) -> None:
     program(tmp_path)
+    # A service of its own each time: the statistical marker's second recording must not find
+    # the first one's profiles in the server (merged over the last 10 minutes).
+    service = f"fleet-e2e-{tmp_path.name}"
     cpu_before = child_cpu_s()
     r = subprocess.run(
-        push_cmd(server.url, "fleet-e2e", "--label", "version=1", "--thread-labels"),
+        push_cmd(server.url, service, "--label", "version=1", "--thread-labels"),
         cwd=tmp_path,
         env=env_with(tmp_path, SECONDS="4", SLOW="3"),
         capture_output=True,
@@ -108,20 +111,20 @@ def test_push_and_read_back(server: PyroscopeServer, tmp_path: Path) -> None:
     cpu_s = child_cpu_s() - cpu_before
     assert 0.5 * 100 * cpu_s <= s["samples"] <= 1.1 * 100 * 4.0 + 50, (s, cpu_s)
 
-    prof = fleet(server, "fleet-e2e")
+    prof = fleet(server, service)
     assert total(prof) == s["samples"]  # every sample pushed is in the server
     top = sorted(self_weights(prof).items(), key=lambda kv: -kv[1])
     assert [name for name, _ in top[:2]] == ["slow_part", "fast_part"], top[:5]
     assert top[0][1] > 1.2 * top[1][1]  # 30000 squares against 20000 sums
 
-    cpu = fleet(server, "fleet-e2e", ptype="cpu")
+    cpu = fleet(server, service, ptype="cpu")
     assert cpu.unit == "nanoseconds" and cpu.sample_type == "cpu"
     assert 0.5 * cpu_s <= sum(w for _, w in cpu.stacks) / 1e9 <= cpu_s, cpu_s
 
-    assert label_values(server, "version", "fleet-e2e") == ["1"]
-    assert label_values(server, "host", "fleet-e2e") == [socket.gethostname()]
-    assert "MainThread" in label_values(server, "thread", "fleet-e2e")
-    assert label_values(server, "__name__", "fleet-e2e") == ["process_cpu"]
+    assert label_values(server, "version", service) == ["1"]
+    assert label_values(server, "host", service) == [socket.gethostname()]
+    assert "MainThread" in label_values(server, "thread", service)
+    assert label_values(server, "__name__", service) == ["process_cpu"]
     types = connect_json(server.url, "ProfileTypes", {})
     ids = {t["ID"] for t in types.get("profileTypes", [])}
     assert "process_cpu:cpu:nanoseconds:cpu:nanoseconds" in ids
