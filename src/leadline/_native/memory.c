@@ -86,10 +86,11 @@ static void *sampler_main(void *arg) {
         /* The writer takes nothing more (size limit, failed write): stop reading, so that the
          * program gets this core back.  The thread is joined when the recording finishes. */
         if (ll_writer_stopped(r->w)) break;
-        ll_rss_publish_now(r, ll_ticks());
         uint64_t v = ll_rss_read_exact(r);
+        uint64_t t = ll_ticks();
+        ll_rss_publish_now(r, t);
         if (v != last) {
-            timeline_add(r, ll_ticks(), v);
+            timeline_add(r, t, v);
             last = v;
         }
         /* Hand the timeline over at least once a second so that a killed process loses little. */
@@ -117,8 +118,9 @@ int ll_rss_start(LLRss *r, LLWriter *w, unsigned period_us) {
     r->statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
     if (r->statm_fd < 0) return errno;
     ll_rss_read_exact(r);
-    ll_rss_publish_now(r, ll_ticks());
-    timeline_add(r, ll_ticks(), ll_rss_published(r));
+    uint64_t t = ll_ticks();
+    ll_rss_publish_now(r, t);
+    timeline_add(r, t, ll_rss_published(r));
     r->running = 1;
     int err = ll_thread_start(&r->thread, sampler_main, r);
     if (err) {

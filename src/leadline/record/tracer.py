@@ -329,7 +329,7 @@ def trace(
 
     `max_size`: bytes or a size such as "500M" at which recording stops (the block runs on);
     None for the default (1 GiB, or half the free disk space when less), 0 for no limit.
-    `coarse_time`: time events by the 1 ms clock of the RSS sampler (docs/trace.md, "Cost").
+    `coarse_time`: time events by the 1 ms clock of the RSS sampler (docs/trace.md, "Time").
     """
     try:
         limit = parse_size(max_size)
