@@ -203,6 +203,30 @@ def test_cpu_mode_ignores_sleeping_threads(tmp_path: Path) -> None:
     assert shares(data)["leaf"] > 90.0
 
 
+def test_cpu_mode_records_are_periods_of_cpu_time(tmp_path: Path) -> None:
+    """In cpu mode a record stands for a period of CPU time, one at least a read (a pprof's
+    and Pyroscope's sample count, which the fleet agent pushes): a read and the records given
+    with it are at most its CPU time's periods, plus one that it owes or is owed, plus the one
+    it takes at least.  What is left in a thread's pool as sampling stops went to up to 32
+    records, one a stack, whatever the pool held: 32 records for 14 ms of CPU at 100 Hz."""
+    run_profile(tmp_path, BUSY, "--mode", "cpu", "--rate", "100")
+    groups: dict[tuple[int, int], list[int]] = {}
+    with Capture(tmp_path / "out.lead") as cap:
+        for t, serial, _flags, _stack, cpu, _drss in cap.samples():
+            g = groups.setdefault((t, serial), [0, 0])
+            g[0] += 1
+            g[1] += cpu
+    period_ns = 10_000_000
+    assert len(groups) >= 20, len(groups)
+    worst = max(groups.values(), key=lambda g: g[0] - g[1] / period_ns)
+    assert worst[0] <= 2 + worst[1] / period_ns, worst
+    # And so in all: the records are the CPU time's periods, but for the one a read takes at
+    # least (a thread that used 0.9 of a period between two reads takes one).
+    records = sum(g[0] for g in groups.values())
+    cpu_periods = sum(g[1] for g in groups.values()) / period_ns
+    assert cpu_periods - 2 <= records <= cpu_periods + len(groups) + 2, (records, cpu_periods)
+
+
 @pytest.mark.statistical
 def test_wall_mode_counts_a_thread_waiting_for_a_cpu_as_busy(tmp_path: Path) -> None:
     # The main thread and four CPU hogs share one CPU: the thread waits for it four fifths of
