@@ -608,25 +608,31 @@ def test_the_memory_timeline_marks_the_calls_that_grew_it(tmp_path: Path) -> Non
 
 # Two functions whose calls are far shorter than the RSS sampler's 1 ms period; the program
 # measures each call itself (perf_counter inside the call) and prints the totals.
+# Paced by the clock the RSS sampler sleeps on: a turn of the loop every 250 us, longer() then
+# short() three times, each spinning until its own moment of the turn.  A sampler woken on the
+# dot every 1 ms would find the same moment of the turn each time (every 1 ms at a fixed phase:
+# one function with all the wake-ups, the other with none); the coarse clock is a fair draw
+# only if its wake-ups keep no phase with the program.
 COARSE_PROGRAM = """
     import json, time
-    def spin(d):
-        t = time.perf_counter()
-        while time.perf_counter() - t < d:
+    def spin(until):
+        while time.perf_counter() < until:
             pass
     own = {"short": 0.0, "longer": 0.0}
-    def short():
+    def short(until):
         t = time.perf_counter()
-        spin(0.00004)
+        spin(until)
         own["short"] += time.perf_counter() - t
-    def longer():
+    def longer(until):
         t = time.perf_counter()
-        spin(0.00012)
+        spin(until)
         own["longer"] += time.perf_counter() - t
     def main():
+        start = time.perf_counter()
         for i in range(2000):
-            longer()
-            short(); short(); short()
+            turn = start + i * 0.00025
+            longer(turn + 0.00013)
+            short(turn + 0.00017); short(turn + 0.00021); short(turn + 0.00025)
     t0 = time.perf_counter()
     main()
     own["main"] = time.perf_counter() - t0

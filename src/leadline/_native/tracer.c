@@ -104,6 +104,10 @@ typedef struct LLSession {
     uint64_t gen_tag; /* gen as the top 24 bits of a co_extra value hold it */
     int active;
     int plain; /* no depth limit, RSS trigger or exact RSS read: events take py_event_fast */
+    /* The top 32 bits of the co_extra value of a function whose events py_event_fast records:
+     * gen_tag and no flag (LL_FN_EXCLUDED), in one compare; never matched (all ones) when the
+     * session is not plain, or its gen_tag is 0 (the value of a code object never seen). */
+    uint64_t fast_tag;
     int opened;
     int finished;
     int closed;
@@ -567,16 +571,15 @@ static inline __attribute__((always_inline)) int on_py(LLSession *s, PyObject *c
  * (nothing changed) if the hook must take the whole way, on_py. */
 static inline __attribute__((always_inline)) int py_event_fast(LLSession *s, PyObject *code,
                                                                int kind, int64_t off) {
-    if (LL_UNLIKELY(s->active != 1 || ll_tls.gen != s->gen)) return 0; /* (session_ready) */
-    LLThreadStream *ts = ll_tls.ts;
+    /* (session_ready; the thread's stream is this session's: thread_attach sets both) */
+    if (LL_UNLIKELY(s->active != 1 || ll_tls.gen != s->gen)) return 0;
     uint64_t v = (uint64_t)(uintptr_t)ll_code_extra_get(code, code_extra_index);
-    if (LL_UNLIKELY(!ts || (v >> 40) != s->gen_tag)) return 0;
-    uint64_t f = v & LL_FN_MASK;
-    if (LL_UNLIKELY(!(f & 0xFFFFFFFFull) || !s->plain || ll_tls.rss_dirty)) return 0;
+    if (LL_UNLIKELY((v >> 32) != s->fast_tag || ll_tls.rss_dirty)) return 0;
+    LLThreadStream *ts = ll_tls.ts;
     uint64_t t = session_now(s);
     if (LL_UNLIKELY(ts->pos + LL_MAX_EVENT_BYTES > ts->end || t >= ts->deadline)) return 0;
     ts->nevents++;
-    emit_into(ts, kind, LL_FN_ID(f), t, ll_rss_published(&s->rss), ll_tls.heap_bytes, off,
+    emit_into(ts, kind, LL_FN_ID(v), t, ll_rss_published(&s->rss), ll_tls.heap_bytes, off,
               ts->nevents);
     return 1;
 }
@@ -975,6 +978,7 @@ static PyObject *session_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     s->gen = ++session_gen;
     s->gen_tag = s->gen & 0xFFFFFF;
     s->plain = !s->max_depth && !s->trigger_pages && !s->exact_rss;
+    s->fast_tag = s->plain && s->gen_tag ? s->gen_tag << 8 : UINT64_MAX;
     active_session = s;
     pthread_mutex_unlock(&ll_global_lock);
     s->mono_start = ll_monotonic_ns();
