@@ -50,7 +50,8 @@ OTHER = "@other"  # the suffix of a leadline candidate's twin that runs --other-
 class Candidate:
     name: str
     # "plain", "leadline", "top" (leadline top: the program in a child process, sampled from
-    # outside as py-spy does), "py-spy" or "stdlib" (3.15's profiling.sampling)
+    # outside as py-spy does), "py-spy", "stdlib" (3.15's profiling.sampling) or "timer" (the
+    # workload beside a bare timer thread on the sampler's schedule: bench/timer_floor.c)
     kind: str
     description: str
     rate: int = 0  # samples per second
@@ -78,11 +79,14 @@ class Candidate:
         )
 
     def command(
-        self, python: str, py_spy: str, out: Path, script: Path, args: list[str]
+        self, python: str, py_spy: str, out: Path, script: Path, args: list[str], timer: str = ""
     ) -> list[str]:
         target = [str(script), *args]
         if self.kind == "plain":
             return [python, *target]
+        if self.kind == "timer":
+            return [timer or "timer_floor", str(self.rate), str(TIMER_WORK_US), str(out), "--",
+                    python, *target]  # fmt: skip
         rate = ["--rate", str(self.rate)]
         if self.kind == "leadline":
             return [python, "-m", "leadline", "run", *rate, *self.options, "-o", str(out), *target]
@@ -129,6 +133,37 @@ def _stdlib(name: str, rate: int, *options: str) -> Candidate:
     return Candidate(name, "stdlib", what, rate, options)
 
 
+# What the bare timer spins a tick: about what leadline's sampler takes a sample beside CPU
+# hogs (33-58 µs, bench/results/sampling-loaded-calls-py3.11-2026-11-28.md).
+TIMER_WORK_US = 30
+
+
+def _timer(name: str, rate: int) -> Candidate:
+    what = (
+        f"the workload alone beside a bare C timer thread at {rate} Hz on leadline's sampler's "
+        f"schedule (Poisson, timer slack 1 ns, 100 µs slice), spinning {TIMER_WORK_US} µs a "
+        "tick: the floor for missed ticks (bench/timer_floor.c)"
+    )
+    return Candidate(name, "timer", what, rate)
+
+
+def build_timer(work: Path) -> str:
+    """bench/timer_floor.c compiled into `work` with the machine's C compiler; its path."""
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if cc is None:
+        raise RuntimeError("no C compiler (cc or gcc) for bench/timer_floor.c")
+    exe = work / "timer_floor"
+    src = Path(__file__).resolve().parent / "timer_floor.c"
+    proc = subprocess.run(
+        [cc, "-O2", "-Wall", "-Wextra", "-o", str(exe), str(src), "-lm"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        raise RuntimeError(f"cannot build bench/timer_floor.c: {last}")
+    return str(exe)
+
+
 def _candidates(*cands: Candidate) -> dict[str, Candidate]:
     return {c.name: c for c in cands}
 
@@ -152,11 +187,20 @@ OVERHEAD = _candidates(
     _leadline("leadline-1k-async-off", 1000, "--async", "off"),
     # The live view, at its default rate: what it costs the program against `run`'s.
     _top("leadline-top-100", 100),
+    _timer("timer-100", 100),
+    _timer("timer-1k", 1000),
     *PY_SPY.values(),
     *STDLIB.values(),
     _stdlib("stdlib-1k-async", 1000, "--async-aware"),
 )
-DEFAULT_EXCLUDED = {"leadline-5k", "leadline-1k-async-off", "stdlib-1k-async", "leadline-top-100"}
+DEFAULT_EXCLUDED = {
+    "leadline-5k",
+    "leadline-1k-async-off",
+    "stdlib-1k-async",
+    "leadline-top-100",
+    "timer-100",
+    "timer-1k",
+}
 ACCURACY = _candidates(
     _leadline("leadline-cpu-1k", 1000, "--mode", "cpu"),
     _leadline("leadline-wall-1k", 1000, "--mode", "wall"),
@@ -330,6 +374,17 @@ def measure(
     status = "timeout" if fin.timed_out else ("ok" if fin.code == 0 else "failed")
     cpu = fin.cpu
     profiler_cpu = None
+    if cand.kind == "timer" and status == "ok":
+        try:
+            floor = json.loads(out.read_text())
+        except (OSError, ValueError) as exc:
+            status, floor = "failed", {"error": str(exc)}
+        if status == "ok":
+            run = Run(rnd, status, fin.wall, fin.cpu - float(floor["cpu_s"]), fin.cpu, fin.code)
+            run.ticks = run.samples = int(floor["ticks"])
+            run.missed, run.torn = int(floor["missed"]), 0
+            run.profiler_cpu, run.profiled_s = float(floor["cpu_s"]), float(floor["seconds"])
+            return run
     if cand.kind in ("py-spy", "stdlib", "top") and fin.own_cpu is not None:
         profiler_cpu = fin.own_cpu
         cpu = fin.cpu - fin.own_cpu
@@ -674,7 +729,7 @@ def load_verdicts(summary: list[OverheadRow]) -> list[str]:
     lines = []
     for name, quiet in rows.items():
         loaded = rows.get(f"{name}{LOADED}")
-        if loaded is None or not name.startswith("leadline"):
+        if loaded is None or not name.startswith(("leadline", "timer")):
             continue
         checks = [
             text
@@ -683,6 +738,33 @@ def load_verdicts(summary: list[OverheadRow]) -> list[str]:
         ]
         if checks:
             lines.append(f"{name} beside the hogs: " + "; ".join(checks))
+    lines += floor_checks(rows)
+    return lines
+
+
+def floor_checks(rows: dict[str, OverheadRow]) -> list[str]:
+    """Each leadline candidate's missed ticks against the bare timer's at the same rate in the
+    same condition (quiet, or beside the hogs): what the machine allows any sampler."""
+    lines = []
+    for name, row in rows.items():
+        base = name.removesuffix(LOADED)
+        cand = ALL.get(base)
+        if cand is None or cand.kind != "leadline" or OTHER in name:
+            continue
+        timers = [c for c in ALL.values() if c.kind == "timer" and c.rate == cand.rate]
+        timer = rows.get(timers[0].name + name[len(base) :]) if timers else None
+        if timer is None or row.ticks_sum <= 0 or timer.ticks_sum <= 0:
+            continue
+        tl, tt, ml, mt = row.ticks_sum, timer.ticks_sum, row.missed_sum, timer.missed_sum
+        # As missed_check, with an aim of the timer's own rate (ratio 1).
+        n, p = ml + mt, tl / (tl + tt)
+        tail = sum(math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(ml, n + 1))
+        where = "beside the hogs" if name.endswith(LOADED) else "quiet"
+        lines.append(
+            f"{base} {where}, missed ticks against the bare timer's: {100 * ml / tl:.2f}% and "
+            f"{100 * mt / tt:.2f}% ({ml} of {tl} and {mt} of {tt}; "
+            f"{verdict(ml / tl <= mt / tt, tail < 0.025)} the floor)"
+        )
     return lines
 
 
@@ -837,6 +919,14 @@ def main(argv: list[str] | None = None) -> int:
             for c in used.values():
                 if c.kind == "stdlib":
                     unavailable[c.name] = "profiling.sampling is in the standard library from 3.15"
+    timer = ""
+    if any(c.kind == "timer" for c in used.values()):
+        try:
+            timer = build_timer(work)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            for c in used.values():
+                if c.kind == "timer":
+                    unavailable[c.name] = str(exc)
     leadline = [c for c in used.values() if c.kind == "leadline"]
     unavailable.update({n: clean(why) for n, why in check_leadline(python, leadline).items()})
     for n, why in unavailable.items():
@@ -865,7 +955,7 @@ def main(argv: list[str] | None = None) -> int:
             run_dir = session.run_dir(wname, n, rnd)
             out = run_dir / ("capture.lead" if c.kind in ("leadline", "top") else "profile.txt")
             cmd = c.command(
-                python, py_spy or "py-spy", out, workload.script, workload.args(run_dir)
+                python, py_spy or "py-spy", out, workload.script, workload.args(run_dir), timer
             )
             env = {"SPLIT_TRUTH": str(run_dir / "truth.json")} if accuracy else {}
             if c.build:

@@ -154,7 +154,9 @@ def to_gecko(p: SampleProfile) -> dict[str, Any]:
         stack = th.stack(p, tree, node, idle)
         th.samples.append([stack, cap.ns(tick) / 1e6, 0.0, cpu])
     by_tid = {t.tid: tables[t.serial] for t in p.threads if t.tid}
-    main = tables[p.threads[0].serial] if p.threads else _Thread()
+    # Marks made without a thread go to the process's main thread (its tid is the pid).
+    mains = [t for t in p.threads if t.tid and t.tid == t.pid] or p.threads
+    main = tables[mains[0].serial] if mains else _Thread()
     _marks(cap, by_tid, main)
     argv = p.meta.get("argv")
     program = " ".join(map(str, argv)) if isinstance(argv, list) and argv else "python"
@@ -162,6 +164,11 @@ def to_gecko(p: SampleProfile) -> dict[str, Any]:
     threads = []
     for t in p.threads:
         th = tables[t.serial]
+        if not th.samples and not th.markers:
+            # No sample and no mark in the profile (what it was sampled in, if anything, was
+            # leadline's own, left out): listed, it was an empty, unnamed thread (seen once in
+            # CI under load: "thread-1" beside MainThread and sleepy).
+            continue
         threads.append(
             {
                 "name": escape_surrogates(t.name),
