@@ -203,6 +203,33 @@ def test_cpu_mode_ignores_sleeping_threads(tmp_path: Path) -> None:
     assert shares(data)["leaf"] > 90.0
 
 
+def test_a_thread_not_yet_started_is_no_thread_of_its_own(tmp_path: Path) -> None:
+    """From 3.12 a thread's state is made by Thread.start() and taken by the new OS thread only
+    when it runs; a tick between the two found a state with a zero ident and made it a thread
+    of its own, unnamed, with idle samples (CI: "thread-1" in the Firefox Profiler export).  400
+    threads started one after another at 2 kHz gave one such thread in every run."""
+    src = """
+        import threading, time
+        def w():
+            time.sleep(0.001)
+        for i in range(400):
+            t = threading.Thread(target=w, name=f"w{i}")
+            t.start()
+            t.join()
+    """
+    script = write(tmp_path, "prog.py", src)
+    cap_path = tmp_path / "out.lead"
+    r = leadline("run", "-q", "--rate", "2000", "-o", cap_path, script, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    from leadline.analyse.samples import sampled_threads
+
+    with Capture(cap_path) as cap:
+        threads = sampled_threads(cap)
+    assert len(threads) > 10, len(threads)
+    unnamed = [t for t in threads if t.name == f"thread-{t.serial}"]
+    assert unnamed == [], unnamed
+
+
 def test_cpu_mode_records_are_periods_of_cpu_time(tmp_path: Path) -> None:
     """In cpu mode a record stands for a period of CPU time, one at least a read (a pprof's
     and Pyroscope's sample count, which the fleet agent pushes): a read and the records given

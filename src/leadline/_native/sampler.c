@@ -1616,8 +1616,16 @@ static int sample_threads(Sampler *S, Target *T, uint64_t tstate, uint64_t t, ui
             S->torn++;
             break;
         }
-        ThreadSlot *slot = thread_of(S, T, ts, tid_off);
         uint64_t next = ll_rd64(ts, L->tstate_next);
+        if (!ll_rd64(ts, L->tstate_thread_id)) {
+            /* A thread state no OS thread has taken yet (3.12+: Thread.start() made it, the
+             * thread has not run): nothing to read, and keyed by a zero ident it became a
+             * thread of its own, unnamed, beside the one it turns into (seen in CI under
+             * load: "thread-1" with idle samples beside MainThread and sleepy). */
+            tstate = next;
+            continue;
+        }
+        ThreadSlot *slot = thread_of(S, T, ts, tid_off);
         if (!slot) break;
         /* A snapshot reads each thread against the GIL's state of that moment: watching one
          * for the GIL (gil_state) can take milliseconds, and the GIL may change hands. */
