@@ -82,7 +82,7 @@ static void *sampler_main(void *arg) {
     clock_gettime(CLOCK_MONOTONIC, &next);
     uint64_t last = UINT64_MAX;
     uint64_t last_flush = ll_monotonic_ns();
-    uint64_t draw = ll_ticks() ^ ((uint64_t)r->tid << 32) ^ 0x9E3779B97F4A7C15u; /* xorshift */
+    uint64_t draw = ll_ticks() ^ ((uint64_t)r->tid << 32) ^ 0x9E3779B97F4A7C15u;
     uint64_t period_ns = (uint64_t)r->period_us * 1000u;
     while (__atomic_load_n(&r->running, __ATOMIC_ACQUIRE)) {
         /* The writer takes nothing more (size limit, failed write): stop reading, so that the
@@ -107,10 +107,7 @@ static void *sampler_main(void *arg) {
          * wake-ups inside its calls, and every 1 ms on the dot a loop of about 250 us was woken
          * in the same part of its turn run after run (two functions' totals 10-24% off, the one
          * up, the other down); the RSS growth an event is given is read at these moments too. */
-        draw ^= draw << 13;
-        draw ^= draw >> 7;
-        draw ^= draw << 17;
-        next.tv_nsec += (long)(period_ns / 2 + draw % (period_ns + 1));
+        next.tv_nsec += (long)(period_ns / 2 + ll_xorshift(&draw) % (period_ns + 1));
         while (next.tv_nsec >= 1000000000L) {
             next.tv_nsec -= 1000000000L;
             next.tv_sec++;

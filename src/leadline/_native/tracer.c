@@ -103,10 +103,10 @@ typedef struct LLSession {
     uint64_t gen;
     uint64_t gen_tag; /* gen as the top 24 bits of a co_extra value hold it */
     int active;
-    int plain; /* no depth limit, RSS trigger or exact RSS read: events take py_event_fast */
     /* The top 32 bits of the co_extra value of a function whose events py_event_fast records:
      * gen_tag and no flag (LL_FN_EXCLUDED), in one compare; never matched (all ones) when the
-     * session is not plain, or its gen_tag is 0 (the value of a code object never seen). */
+     * session is not plain (a depth limit, an RSS trigger or exact RSS reads take the whole
+     * way, on_py), or its gen_tag is 0 (the value of a code object never seen). */
     uint64_t fast_tag;
     int opened;
     int finished;
@@ -977,8 +977,8 @@ static PyObject *session_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     pthread_mutex_lock(&ll_global_lock);
     s->gen = ++session_gen;
     s->gen_tag = s->gen & 0xFFFFFF;
-    s->plain = !s->max_depth && !s->trigger_pages && !s->exact_rss;
-    s->fast_tag = s->plain && s->gen_tag ? s->gen_tag << 8 : UINT64_MAX;
+    int plain = !s->max_depth && !s->trigger_pages && !s->exact_rss;
+    s->fast_tag = plain && s->gen_tag ? s->gen_tag << 8 : UINT64_MAX;
     active_session = s;
     pthread_mutex_unlock(&ll_global_lock);
     s->mono_start = ll_monotonic_ns();
