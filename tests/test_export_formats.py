@@ -24,6 +24,7 @@ from leadline import cli
 from leadline.analyse.model import Frame, Metric, SampleProfile, Stack, Thread
 from leadline.analyse.samples import load_profile
 from leadline.analyse.samples import to_json as sampling_json
+from leadline.capture.foreign import read_pprof
 from leadline.capture.reader import Capture
 from leadline.errors import LeadlineError
 from leadline.render.encode import (
@@ -192,7 +193,7 @@ def go_pprof(*args: str | Path, tmp_path: Path) -> str:
 SAMPLE_LINE = re.compile(r"^\s*(-?\d+(?:\s+-?\d+)*):((?:\s+\d+)*)\s*$")
 LABEL_LINE = re.compile(r"^\s+(\w+):\[(.*)\]$")
 # `s=START(SYSTEM_NAME)`: the export leaves the system name empty
-LOCATION_LINE = re.compile(r"^\s*(\d+): 0x[0-9a-f]+ M=\d+ (.+) (\S+):(\d+):\d+ s=\d+\(\)$")
+LOCATION_LINE = re.compile(r"^\s*(\d+): 0x[0-9a-f]+ M=\d+ (.+) (\S*):(\d+):\d+ s=\d+\(\)$")
 
 
 def parse_raw(text: str) -> tuple[list[str], list[dict[str, Any]], dict[int, tuple[str, str, int]]]:
@@ -260,6 +261,25 @@ def test_go_tool_pprof_reads_the_export(tmp_path: Path) -> None:
     assert flat["Worker.compute"] == 140_000_000  # two lines, two threads, one function
     assert flat["naïve_函数"] == 50_000_000
     assert flat["<module>"] == 0
+
+
+def test_pprof_keeps_a_sample_without_frames(tmp_path: Path) -> None:
+    """A thread sampled while it ran no Python code (start-up, shutdown) keeps its weight under
+    one location of its own: Pyroscope's ingest drops a Sample without locations, and its
+    pushed total came out one short of the agent's count."""
+    profile = sample_profile()
+    profile.stacks.append(Stack((), WORKER, samples=2, cpu_ns=7_000_000))
+    path = tmp_path / "profile.pb.gz"
+    path.write_bytes(to_pprof(profile))
+    _header, samples, locations = parse_raw(go_pprof("-raw", path, tmp_path=tmp_path))
+    assert all(s["locs"] for s in samples)
+    assert sum(s["values"][0] for s in samples) == profile.total("samples") == 33
+    bare = [s for s in samples if [locations[i][0] for i in s["locs"]] == [NO_FRAMES]]
+    assert [(s["values"][:2], s["labels"]["thread"]) for s in bare] == [
+        ([2, 7_000_000], "wörker-2")
+    ]
+    back = read_pprof("profile.pb.gz", path.read_bytes())
+    assert [w for frames, w in back.stacks if [f.name for f in frames] == [NO_FRAMES]] == [2.0]
 
 
 # -- speedscope -------------------------------------------------------------------------------

@@ -213,10 +213,20 @@ class _PprofTables:
     def location(self, frame_index: int) -> bytes:
         """The varint-encoded location id of a frame of the profile."""
         encoded = self.location_of_frame[frame_index]
-        if encoded:
-            return encoded
-        frame = self.profile.frames[frame_index]
-        fkey = (frame.name, frame.file, frame.func_line)
+        if not encoded:
+            frame = self.profile.frames[frame_index]
+            encoded = self._location(frame.name, frame.file, frame.func_line, frame.line)
+            self.location_of_frame[frame_index] = encoded
+        return encoded
+
+    def no_frames(self) -> bytes:
+        """The location of a sample whose stack was empty (the interpreter ran no Python code
+        of that thread: start-up, shutdown): a pprof Sample without locations is dropped by
+        Pyroscope's ingest, and its time with it."""
+        return self._location(NO_FRAMES, "", 0, 0)
+
+    def _location(self, name: str, file: str, func_line: int, line: int) -> bytes:
+        fkey = (name, file, func_line)
         fid = self.functions.get(fkey)
         if fid is None:
             fid = self.functions[fkey] = len(self.functions) + 1
@@ -226,24 +236,23 @@ class _PprofTables:
                 _PROFILE_FUNCTION,
                 ProtoMessage()
                 .scalar(_FUNCTION_ID, fid)
-                .scalar(_FUNCTION_NAME, self.strings(frame.name))
-                .scalar(_FUNCTION_FILENAME, self.strings(frame.file))
-                .scalar(_FUNCTION_START_LINE, frame.func_line),
+                .scalar(_FUNCTION_NAME, self.strings(name))
+                .scalar(_FUNCTION_FILENAME, self.strings(file))
+                .scalar(_FUNCTION_START_LINE, func_line),
             )
-        lkey = (fid, frame.line)
+        lkey = (fid, line)
         loc = self.locations.get(lkey)
         if loc is None:
             loc = self.locations[lkey] = len(self.locations) + 1
-            line = ProtoMessage().scalar(_LINE_FUNCTION_ID, fid).scalar(_LINE_LINE, frame.line)
+            entry = ProtoMessage().scalar(_LINE_FUNCTION_ID, fid).scalar(_LINE_LINE, line)
             self.body.message(
                 _PROFILE_LOCATION,
                 ProtoMessage()
                 .scalar(_LOCATION_ID, loc)
                 .scalar(_LOCATION_MAPPING_ID, 1)
-                .message(_LOCATION_LINE, line),
+                .message(_LOCATION_LINE, entry),
             )
-        self.location_of_frame[frame_index] = encoded = _varint(loc)
-        return encoded
+        return _varint(loc)
 
 
 def _pprof_samples(
@@ -273,7 +282,7 @@ def _pprof_samples(
             if not any(values):
                 continue
             sample = ProtoMessage()
-            ids = [tables.location(i) for i in reversed(stack.frames)]
+            ids = [tables.location(i) for i in reversed(stack.frames)] or [tables.no_frames()]
             sample.raw(_SAMPLE_LOCATION_ID, b"".join(ids))
             sample.packed(_SAMPLE_VALUE, values)
             sample.data += labels.data
