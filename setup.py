@@ -64,6 +64,7 @@ native = Extension(
     ],
     depends=[
         "src/leadline/_native/leadline.h",
+        "src/leadline/_native/schedule.h",
         "src/leadline/_native/compat.h",
         "src/leadline/_native/procmem.h",
         "src/leadline/_native/stackwalk.h",

@@ -9,9 +9,9 @@
  * (ticks taken, ticks missed: the sum over ticks of lateness / interval, the timer's own CPU
  * seconds, the seconds it ran, lateness percentiles in microseconds) and exits with the
  * child's status.  The schedule is leadline's sampler's (src/leadline/_native/sampler.c,
- * sampler_main): exponential intervals with mean 1/RATE (a Poisson process), absolute
- * clock_nanosleep on CLOCK_MONOTONIC, timer slack 1 ns, and (Linux 6.12+) a requested slice of
- * 100 us.  Built by bench/sampling.py with the machine's C compiler (candidates timer-*). */
+ * sampler_main), its draws and slice request taken from the sampler's own schedule.h:
+ * exponential intervals with mean 1/RATE (a Poisson process), absolute clock_nanosleep on
+ * CLOCK_MONOTONIC, timer slack 1 ns, and (Linux 6.12+) a requested slice of 100 us.  Built by bench/sampling.py with the machine's C compiler (candidates timer-*). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <signal.h>
@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SLICE_NS 100000u /* leadline's LL_SAMPLER_SLICE_NS */
+#include "../src/leadline/_native/schedule.h" /* the sampler's own draws and slice request */
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -37,25 +37,6 @@ static uint64_t now_ns(void) {
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
-}
-
-static void ask_short_turns(void) {
-#ifdef SYS_sched_setattr
-    struct {
-        uint32_t size, policy;
-        uint64_t flags;
-        int32_t nice;
-        uint32_t priority;
-        uint64_t runtime, deadline, period;
-        uint32_t util_min, util_max;
-    } a;
-    memset(&a, 0, sizeof a);
-    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) || a.policy != 0) return;
-    a.size = sizeof a;
-    a.flags = 0;
-    a.runtime = SLICE_NS;
-    (void)syscall(SYS_sched_setattr, 0, &a, 0);
-#endif
 }
 
 int main(int argc, char **argv) {
@@ -86,7 +67,7 @@ int main(int argc, char **argv) {
     }
     uint64_t interval_ns = (uint64_t)(1e9 / rate);
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-    ask_short_turns();
+    ll_ask_short_turns();
     size_t cap = 1 << 16, n = 0;
     uint64_t *lates = malloc(cap * sizeof *lates);
     if (!lates) return 2;
@@ -96,12 +77,7 @@ int main(int argc, char **argv) {
     for (;;) {
         pid_t done = waitpid(child, &status, WNOHANG);
         if (done == child) break;
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        double u = (double)(rng >> 11) / 9007199254740992.0;
-        double x = -log1p(-u);
-        next += (uint64_t)((double)interval_ns * (x < 20.0 ? x : 20.0));
+        next += ll_poisson_interval(&rng, interval_ns);
         struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)) {
         }

@@ -3,7 +3,10 @@ noise of the rounds, not on point figures alone."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from support import ROOT
@@ -72,3 +75,24 @@ def test_cost_per_sample_and_slowdown_are_judged_from_the_rounds() -> None:
     }
     line = verdicts(quiet, row("leadline-1k+load", 40_000, 6, noisy))
     assert "above the aim, within noise)" in line
+
+
+def test_the_bare_timer_keeps_the_samplers_schedule(tmp_path: Path) -> None:
+    """bench/timer_floor.c builds from the sampler's own schedule.h and ticks at its rate (a
+    Poisson process of mean 1 ms: 0.6 s of a child gives about 600 ticks) until its child ends,
+    whose exit status it passes on."""
+    exe = sampling.build_timer(tmp_path)
+    out = tmp_path / "timer.json"
+    code = "import time; time.sleep(0.6); raise SystemExit(3)"
+    r = subprocess.run(
+        [exe, "1000", "30", str(out), "--", sys.executable, "-c", code],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 3, r.stderr
+    got = json.loads(out.read_text())
+    assert 0.6 <= got["seconds"] < 5.0
+    # Ticks over the child's life: a Poisson count of mean 1000/s (sd about 25 at 600), less
+    # what a busy machine makes the timer miss, which it counts.
+    expected = got["seconds"] * 1000
+    assert abs(got["ticks"] + got["missed"] - expected) < 6 * expected**0.5 + 20, got
+    assert got["cpu_s"] > 0 and got["late_p50_us"] <= got["late_p99_us"] <= got["late_max_us"]

@@ -11,6 +11,7 @@
 
 #include "compat.h"
 #include "procmem.h" /* LLLinePoint */
+#include "schedule.h" /* ll_xorshift */
 
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -113,15 +114,6 @@ static inline uint8_t *ll_put_varint(uint8_t *p, uint64_t v) {
         return p + 2;
     }
     return ll_put_varint_slow(p, v);
-}
-/* The next of a xorshift64 sequence (state never 0): the sampler's Poisson ticks, the RSS
- * sampler's drawn waits. */
-static inline uint64_t ll_xorshift(uint64_t *state) {
-    uint64_t x = *state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *state = x;
 }
 static inline uint64_t ll_zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 static inline int64_t ll_unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }

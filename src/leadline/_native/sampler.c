@@ -829,7 +829,6 @@ static ThreadSlot *thread_of(Sampler *S, Target *T, const uint8_t *ts, int tid_o
  * other runnable thread of a busy machine (seen, beside two CPU hogs: the program's wall time
  * 1.40 of its own while its CPU time was unchanged). */
 #define LL_PARK_SPIN_NS 50000u
-#define LL_SAMPLER_SLICE_NS 100000u /* the least the kernel grants */
 
 /* The request: (generation << 32) | tid, 0 when none, LL_PARK_CLAIMED added by the handler
  * that takes it (so that a handler that comes too late, the sampler having taken the request
@@ -1818,23 +1817,8 @@ static void scan_children(Sampler *S) {
 
 /* ---- the thread ---- */
 
-/* The time to the next tick: exponential, its mean the period (the ticks are a Poisson process),
- * at most LL_MAX_INTERVALS periods.  A tick changes what the scheduler does next (it takes a
- * CPU from a thread, which then finds its turn over), and on a busy machine the threads then
- * run in turns that begin at the ticks; with the interval in a narrow band, the next tick
- * comes at about the same point of a turn, so the threads' state at ticks is not their state
- * over time.  Seen: pinned to one CPU beside a CPU hog, support.ALTERNATING's function that
- * took 70.6% of the CPU was found running at 80.7% of its fair samples, with an interval
- * uniform in [0.75, 1.25] x the period (every read right: the program's own timeline put it
- * there at each tick).  Ticks at exponential intervals see the time average whatever they
- * change afterwards (Poisson arrivals see time averages); a model of that machine gives 82.7%
- * for a 75% function one way, 74.6-75.1% the other (docs/run.md, "Busy machines"). */
-#define LL_MAX_INTERVALS 10.0
-static uint64_t next_interval(Sampler *S) {
-    double u = (double)(ll_xorshift(&S->rng) >> 11) / 9007199254740992.0; /* [0, 1) */
-    double x = -log1p(-u);
-    return (uint64_t)((double)S->interval_ns * (x < LL_MAX_INTERVALS ? x : LL_MAX_INTERVALS));
-}
+/* The time to the next tick: exponential, its mean the period (schedule.h says why). */
+static uint64_t next_interval(Sampler *S) { return ll_poisson_interval(&S->rng, S->interval_ns); }
 
 /* The run-queue delay of the thread whose schedstat is open as `fd` (its second number: the
  * time it spent runnable, waiting for a CPU), into *out; 0 if it cannot be read. */
@@ -1843,31 +1827,6 @@ static int read_run_delay(int fd, uint64_t *out) {
     if (read_schedstat(fd, f) < 2) return 0;
     *out = f[1];
     return 1;
-}
-
-/* Asks the scheduler for short turns on a CPU for the calling thread (Linux 6.12+: a fair-class
- * thread's requested slice, sched_attr.sched_runtime; older kernels ignore it): a thread that
- * asks for short turns is let in sooner when it wakes on a CPU that another runs on.  The
- * sampler wakes for a few tens of microseconds a tick; beside CPU hogs, with the default slice
- * it waited behind them for a CPU, and ticks were late or missed.  Best effort, no privilege
- * needed; a thread with another policy is left as it is. */
-static void ask_short_turns(void) {
-#ifdef SYS_sched_setattr
-    struct {
-        uint32_t size, policy;
-        uint64_t flags;
-        int32_t nice;
-        uint32_t priority;
-        uint64_t runtime, deadline, period;
-        uint32_t util_min, util_max;
-    } a;
-    memset(&a, 0, sizeof a);
-    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) || a.policy != SCHED_OTHER) return;
-    a.size = sizeof a;
-    a.flags = 0;
-    a.runtime = LL_SAMPLER_SLICE_NS;
-    (void)syscall(SYS_sched_setattr, 0, &a, 0);
-#endif
 }
 
 static void *sampler_main(void *arg) {
@@ -1882,7 +1841,7 @@ static void *sampler_main(void *arg) {
     /* Wake at the tick's own moment: the kernel may otherwise defer a sleeping thread's timer
      * by up to 50 us to batch wake-ups, and a tick's lateness tells fair samples (above). */
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-    ask_short_turns();
+    ll_ask_short_turns();
     /* How late this machine wakes the sampler when nothing holds it up: the least of a few
      * short sleeps (until ticks show it, a late first tick would count as on time). */
     S->floor_ns[0] = S->floor_ns[1] = UINT64_MAX;
