@@ -793,16 +793,39 @@ static int tstate_size(const LLLayout *L) {
     return ts_size + 8;
 }
 
-/* The slot of the thread whose state is `ts`; NULL if out of memory. */
-static ThreadSlot *thread_of(Sampler *S, Target *T, const uint8_t *ts, int tid_off) {
+/* Whether the thread `tid` is one of this process's own (its /proc entry exists). */
+static int own_task_exists(pid_t tid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d", (int)tid);
+    return access(path, F_OK) == 0;
+}
+
+/* The slot of the thread whose state is `ts`; NULL if out of memory, or with *stale set if the
+ * state names no thread that runs: its kernel id is 0 where one is known (3.11+ keep it in the
+ * state; this process's own pthread structs give it on 3.10), or, sampling this process, no
+ * such thread exists.  A state is read without the interpreter's lock, so a walk can reach one
+ * that was freed as it ran: its fields are an ended thread's, or other data.  Seen on 3.10 in
+ * CI, 400 threads started one after another: two unnamed threads, with kernel ids 0 and
+ * 1953067887, beside the real ones.  Checked only for a thread not seen before. */
+static ThreadSlot *thread_of(Sampler *S, Target *T, const uint8_t *ts, int tid_off, int *stale) {
     const LLLayout *L = &T->proc.layout;
     uint64_t ident = ll_rd64(ts, L->tstate_thread_id);
     pid_t tid = 0;
+    int own = T->pid == getpid();
+    int tid_known = L->tstate_native_thread_id >= 0 || (own && tid_off >= 0);
     if (L->tstate_native_thread_id >= 0) {
         tid = (pid_t)ll_rd64(ts, L->tstate_native_thread_id);
     } else if (tid_off >= 0 && ident) {
         int32_t v = 0;
         if (!ll_mem_read(&T->proc.mem, ident + (uint64_t)tid_off, &v, 4)) tid = v;
+    }
+    *stale = 0;
+    for (int i = 0; i < T->nthreads; i++) {
+        if (T->threads[i].ident == ident && T->threads[i].tid == tid) return &T->threads[i];
+    }
+    if ((tid_known && tid <= 0) || (own && tid > 0 && !own_task_exists(tid))) {
+        *stale = 1;
+        return NULL;
     }
     return thread_slot(S, T, ident, tid);
 }
@@ -1624,7 +1647,13 @@ static int sample_threads(Sampler *S, Target *T, uint64_t tstate, uint64_t t, ui
             tstate = next;
             continue;
         }
-        ThreadSlot *slot = thread_of(S, T, ts, tid_off);
+        int stale;
+        ThreadSlot *slot = thread_of(S, T, ts, tid_off, &stale);
+        if (stale) { /* read as it was freed (or, in a forked child, of a thread left behind) */
+            S->torn++;
+            tstate = next;
+            continue;
+        }
         if (!slot) break;
         /* A snapshot reads each thread against the GIL's state of that moment: watching one
          * for the GIL (gil_state) can take milliseconds, and the GIL may change hands. */
