@@ -261,6 +261,9 @@ typedef struct {
      * machine, a tenth of a second of the program's work later). */
     pid_t creator_tid;
     uint64_t creator_cpu_ns;
+    /* Whether this process's threads are seen in /proc/self/task (not so where /proc is
+     * another pid namespace's): only then is a thread state's kernel id checked there. */
+    int own_tasks_listed;
     int finished, closed, fork_pending, active;
 } Sampler;
 
@@ -823,7 +826,8 @@ static ThreadSlot *thread_of(Sampler *S, Target *T, const uint8_t *ts, int tid_o
     for (int i = 0; i < T->nthreads; i++) {
         if (T->threads[i].ident == ident && T->threads[i].tid == tid) return &T->threads[i];
     }
-    if ((tid_known && tid <= 0) || (own && tid > 0 && !own_task_exists(tid))) {
+    int gone = own && tid > 0 && S->own_tasks_listed && !own_task_exists(tid);
+    if ((tid_known && tid <= 0) || gone) {
         *stale = 1;
         return NULL;
     }
@@ -1861,6 +1865,7 @@ static int read_run_delay(int fd, uint64_t *out) {
 static void *sampler_main(void *arg) {
     Sampler *S = arg;
     S->tid = ll_gettid();
+    S->own_tasks_listed = own_task_exists(S->tid);
     pthread_setname_np(pthread_self(), "leadline-sampl"); /* for top -H, perf, gdb */
     /* Whether a tick is on time: its own run-queue delay (LL_ON_TIME_NS). */
     char path[64];
