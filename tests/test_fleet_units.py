@@ -5,12 +5,15 @@ end-to-end tests against a real Pyroscope server are in fleet/ (`make test-fleet
 from __future__ import annotations
 
 import errno
+import http.server
 import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import ROOT, burn_cpu, pprof_strings
@@ -512,3 +515,53 @@ def test_release_at_exit_is_bounded_in_time(tmp_path: Path) -> None:
     assert len(again) == 5
     again.release()
     assert all(p.name.endswith(".upload") for p in tmp_path.iterdir())
+
+
+class _Answers(http.server.BaseHTTPRequestHandler):
+    """Answers each POST with the next (status, body) of the server's list."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        server: Any = self.server
+        status, body = server.answers.pop(0) if server.answers else (200, b"merged")
+        server.seen += 1
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def _answering(answers: list[tuple[int, bytes]]) -> Any:
+    httpd: Any = http.server.HTTPServer(("127.0.0.1", 0), _Answers)
+    httpd.answers, httpd.seen = answers, 0
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+def test_a_query_is_asked_again_while_the_server_says_try_again() -> None:
+    """A Pyroscope server that had just restarted answered a query with HTTP 500 ("canceled:
+    stream error", CI's fleet stage): a 5xx or 429 is asked again, after 0.5, 1 and 2 s; a 4xx
+    other than 429 is the answer at once, and so is the fourth failure."""
+    from leadline.fleet.pyroscope import QUERY_RETRY_WAITS_S, select_merge_profile
+
+    assert QUERY_RETRY_WAITS_S == (0.5, 1.0, 2.0)
+    canceled = (500, b'{"code":"unknown","message":"canceled: stream error"}')
+    httpd = _answering([canceled, (429, b"slow down")])
+    try:
+        q = parse_fleet_url(f"pyroscope://127.0.0.1:{httpd.server_port}/svc?from=now-10m")
+        t = time.monotonic()
+        assert select_merge_profile(q) == b"merged"
+        assert httpd.seen == 3 and 1.4 < time.monotonic() - t < 10
+        httpd.answers = [(400, b"bad selector")]
+        with pytest.raises(LeadlineError, match=r"the query failed \(HTTP 400 .*bad selector"):
+            select_merge_profile(q)
+        assert httpd.seen == 4
+        httpd.answers = [canceled] * 4
+        with pytest.raises(LeadlineError, match=r"HTTP 500 .*canceled: stream error"):
+            select_merge_profile(q)
+        assert httpd.seen == 8
+    finally:
+        httpd.shutdown()

@@ -215,13 +215,23 @@ def select_merge_profile(q: FleetQuery) -> bytes:
         .scalar(3, q.start_ms)
         .scalar(4, q.end_ms)
     )
-    try:
-        return request(
-            q.endpoint,
-            "POST",
-            "/querier.v1.QuerierService/SelectMergeProfile",
-            bytes(body.data),
-            {"Content-Type": "application/proto", "Connect-Protocol-Version": "1"},
-        )
-    except HTTPFailure as e:
-        raise LeadlineError(f"{q.shown}: the query failed ({e.reason})") from None
+    # A server that answers "try again" (5xx, 429: seen, HTTP 500 "canceled: stream error" from
+    # a Pyroscope server that had just restarted, its ingester not yet serving queries) is
+    # asked again, after 0.5, 1 and 2 s; any other failure, or the fourth, is the answer.
+    for wait_s in (*QUERY_RETRY_WAITS_S, None):
+        try:
+            return request(
+                q.endpoint,
+                "POST",
+                "/querier.v1.QuerierService/SelectMergeProfile",
+                bytes(body.data),
+                {"Content-Type": "application/proto", "Connect-Protocol-Version": "1"},
+            )
+        except HTTPFailure as e:
+            if wait_s is None or not (e.status >= 500 or e.status == 429):
+                raise LeadlineError(f"{q.shown}: the query failed ({e.reason})") from None
+            time.sleep(wait_s)
+    raise AssertionError("unreachable")
+
+
+QUERY_RETRY_WAITS_S = (0.5, 1.0, 2.0)
