@@ -370,11 +370,8 @@ static int waits_for_cpu(const ThreadSlot *t, uint64_t now) {
     return read_task_file(getpid(), t->tid, "stat", buf, sizeof buf) > 0 && stat_running(buf) == 1;
 }
 
-static ThreadSlot *thread_slot(Sampler *S, Target *T, uint64_t ident, pid_t tid) {
-    for (int i = 0; i < T->nthreads; i++) {
-        ThreadSlot *t = &T->threads[i];
-        if (t->ident == ident && t->tid == tid) return t;
-    }
+/* A slot for a thread not seen before (thread_of has looked for it); NULL if out of memory. */
+static ThreadSlot *new_thread_slot(Sampler *S, Target *T, uint64_t ident, pid_t tid) {
     void *arr = T->threads;
     size_t cap = (size_t)T->cthreads;
     if (grow(&arr, &cap, sizeof(ThreadSlot), (size_t)T->nthreads + 1)) return NULL;
@@ -831,7 +828,7 @@ static ThreadSlot *thread_of(Sampler *S, Target *T, const uint8_t *ts, int tid_o
         *stale = 1;
         return NULL;
     }
-    return thread_slot(S, T, ident, tid);
+    return new_thread_slot(S, T, ident, tid);
 }
 
 /* ---- parking: holding a thread of this process still while its stack is read ----
