@@ -238,25 +238,35 @@ def test_cpu_mode_records_are_periods_of_cpu_time(tmp_path: Path) -> None:
     with it are at most its CPU time's periods, plus one that it owes or is owed, plus the one
     it takes at least.  What is left in a thread's pool as sampling stops went to up to 32
     records, one a stack, whatever the pool held: 32 records for 14 ms of CPU at 100 Hz."""
-    run_profile(tmp_path, BUSY, "--mode", "cpu", "--rate", "100")
-    groups: dict[tuple[int, int], list[int]] = {}
-    with Capture(tmp_path / "out.lead") as cap:
-        for t, serial, _flags, _stack, cpu, _drss in cap.samples():
-            g = groups.setdefault((t, serial), [0, 0])
-            g[0] += 1
-            g[1] += cpu
+    # Beside CPU hogs most reads are no fair draws (held up, or the thread off a CPU): 24 to 94
+    # reads of about 150 ticks were fair in 4 runs beside two hogs (3.15), where quiet runs
+    # had all of them, and a CI stage with two workers had 16.  The checks below are of each
+    # read, so a run with too few is followed by another, up to four, until 20 reads are seen.
     period_ns = 10_000_000
-    assert len(groups) >= 20, len(groups)
-    worst = max(groups.values(), key=lambda g: g[0] - g[1] / period_ns)
-    assert worst[0] <= 2 + worst[1] / period_ns, worst
-    # And so in all: no more records than the CPU time's periods but for the one a read takes
-    # at least (a thread that used 0.9 of a period between two reads takes one).  There may be
-    # fewer: a read on a machine so busy that the thread had no fair sample lately keeps what
-    # it stands for where it was found, in its one record (docs/run.md, "Busy machines"; seen
-    # beside CI's hogs: 146 records for 148.2 periods).
-    records = sum(g[0] for g in groups.values())
-    cpu_periods = sum(g[1] for g in groups.values()) / period_ns
-    assert records <= cpu_periods + len(groups) + 2, (records, cpu_periods)
+    reads = 0
+    for attempt in range(4):
+        run_profile(tmp_path, BUSY, "--mode", "cpu", "--rate", "100")
+        groups: dict[tuple[int, int], list[int]] = {}
+        with Capture(tmp_path / "out.lead") as cap:
+            for t, serial, _flags, _stack, cpu, _drss in cap.samples():
+                g = groups.setdefault((t, serial), [0, 0])
+                g[0] += 1
+                g[1] += cpu
+        assert groups, attempt
+        worst = max(groups.values(), key=lambda g: g[0] - g[1] / period_ns)
+        assert worst[0] <= 2 + worst[1] / period_ns, worst
+        # And so in all: no more records than the CPU time's periods but for the one a read
+        # takes at least (a thread that used 0.9 of a period between two reads takes one).
+        # There may be fewer: a read on a machine so busy that the thread had no fair sample
+        # lately keeps what it stands for where it was found, in its one record (docs/run.md,
+        # "Busy machines"; seen beside CI's hogs: 146 records for 148.2 periods).
+        records = sum(g[0] for g in groups.values())
+        cpu_periods = sum(g[1] for g in groups.values()) / period_ns
+        assert records <= cpu_periods + len(groups) + 2, (records, cpu_periods)
+        reads += len(groups)
+        if reads >= 20:
+            break
+    assert reads >= 20, reads
 
 
 @pytest.mark.statistical
