@@ -5,15 +5,12 @@ end-to-end tests against a real Pyroscope server are in fleet/ (`make test-fleet
 from __future__ import annotations
 
 import errno
-import http.server
 import os
 import resource
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support import ROOT, burn_cpu, pprof_strings
@@ -105,16 +102,17 @@ def test_delivery_spools_when_nothing_answers(tmp_path: Path) -> None:
 
 
 class _Ingest:
-    """A local HTTP server that answers POSTs with the statuses given, then 200, and records
-    the `name` of each profile it accepted."""
+    """A local HTTP server that answers POSTs with the statuses given, then 200 with `ok`,
+    counts the POSTs (`seen`), and records the `name` of each profile it accepted."""
 
-    def __init__(self, answers: list[tuple[int, bytes]]) -> None:
+    def __init__(self, answers: list[tuple[int, bytes]], ok: bytes = b"") -> None:
         import http.server
         import threading
         import urllib.parse
 
         self.answers = list(answers)
         self.accepted: list[str] = []
+        self.seen = 0
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -123,9 +121,10 @@ class _Ingest:
 
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                status, body = outer.answers.pop(0) if outer.answers else (200, b"")
-                if status == 200:
-                    query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+                status, body = outer.answers.pop(0) if outer.answers else (200, ok)
+                outer.seen += 1
+                query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+                if status == 200 and "name" in query:  # an ingest (a query has no name)
                     outer.accepted.append(query["name"][0])
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(body)))
@@ -517,30 +516,6 @@ def test_release_at_exit_is_bounded_in_time(tmp_path: Path) -> None:
     assert all(p.name.endswith(".upload") for p in tmp_path.iterdir())
 
 
-class _Answers(http.server.BaseHTTPRequestHandler):
-    """Answers each POST with the next (status, body) of the server's list."""
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        server: Any = self.server
-        status, body = server.answers.pop(0) if server.answers else (200, b"merged")
-        server.seen += 1
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-def _answering(answers: list[tuple[int, bytes]]) -> Any:
-    httpd: Any = http.server.HTTPServer(("127.0.0.1", 0), _Answers)
-    httpd.answers, httpd.seen = answers, 0
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd
-
-
 def test_a_query_is_asked_again_while_the_server_says_try_again() -> None:
     """A Pyroscope server that had just restarted answered a query with HTTP 500 ("canceled:
     stream error", CI's fleet stage): a 5xx or 429 is asked again, after 0.5, 1 and 2 s; a 4xx
@@ -549,9 +524,10 @@ def test_a_query_is_asked_again_while_the_server_says_try_again() -> None:
 
     assert QUERY_RETRY_WAITS_S == (0.5, 1.0, 2.0)
     canceled = (500, b'{"code":"unknown","message":"canceled: stream error"}')
-    httpd = _answering([canceled, (429, b"slow down")])
+    httpd = _Ingest([canceled, (429, b"slow down")], ok=b"merged")
     try:
-        q = parse_fleet_url(f"pyroscope://127.0.0.1:{httpd.server_port}/svc?from=now-10m")
+        port = httpd.server.server_address[1]
+        q = parse_fleet_url(f"pyroscope://127.0.0.1:{port}/svc?from=now-10m")
         t = time.monotonic()
         assert select_merge_profile(q) == b"merged"
         assert httpd.seen == 3 and 1.4 < time.monotonic() - t < 10
@@ -564,4 +540,4 @@ def test_a_query_is_asked_again_while_the_server_says_try_again() -> None:
             select_merge_profile(q)
         assert httpd.seen == 8
     finally:
-        httpd.shutdown()
+        httpd.close()

@@ -110,11 +110,17 @@ class HTTPFailure(Exception):
         self.reason = reason
 
     @property
+    def try_again(self) -> bool:
+        """The server answered that it cannot serve this now: a server error or too many
+        requests (5xx, 429)."""
+        return self.status >= 500 or self.status == 429
+
+    @property
     def retryable(self) -> bool:
         """Worth sending again later: no answer, a server error, credentials (which may be
         fixed), too early or too many, or a server that is still starting.  Other 4xx answers
         mean the profile itself was refused."""
-        if self.status == 0 or self.status >= 500 or self.status in (401, 403, 408, 425, 429):
+        if self.status == 0 or self.try_again or self.status in (401, 403, 408, 425):
             return True
         return bool(_NOT_READY.search(self.reason))
 

@@ -228,7 +228,7 @@ def select_merge_profile(q: FleetQuery) -> bytes:
                 {"Content-Type": "application/proto", "Connect-Protocol-Version": "1"},
             )
         except HTTPFailure as e:
-            if wait_s is None or not (e.status >= 500 or e.status == 429):
+            if wait_s is None or not e.try_again:
                 raise LeadlineError(f"{q.shown}: the query failed ({e.reason})") from None
             time.sleep(wait_s)
     raise AssertionError("unreachable")
