@@ -22,6 +22,18 @@ pthread_mutex_t ll_global_lock = PTHREAD_MUTEX_INITIALIZER;
 #define LL_MAX_QUEUED 256
 #define LL_MAX_FREE 32
 
+/* How the writer waits for chunks.  Waking a thread that waits is a system call for the one
+ * that wakes it, and on a virtual machine an interrupt to the other CPU.  Once a 64 KiB chunk,
+ * with a write() each, that was 2-3% of a densely traced program's CPU time
+ * (bench/results/check-writer-py3.1[12]-2026-11-30.md).  So while chunks keep coming the
+ * writer looks for them every LL_WRITER_POLL_NS and writes up to LL_WRITE_BATCH of them in one
+ * system call; the threads that hand chunks over wake it only when LL_WAKE_QUEUED are waiting
+ * (well before the queue's bound) or when it waits for good.  It waits for good, to be woken
+ * by the next chunk, once a whole period brought nothing: an idle program costs no wake-ups. */
+#define LL_WRITER_POLL_NS 10000000u
+#define LL_WAKE_QUEUED 32
+#define LL_WRITE_BATCH 32
+
 #if defined(__x86_64__)
 /* CRC-32 (the zlib / ISO-HDLC one) of whole 16-byte blocks by carry-less multiplication:
  * the data folded 64 bytes at a time into four 128-bit accumulators, then into one, then
@@ -127,17 +139,23 @@ double ll_tick_ns_calibrated(void) {
     return v;
 }
 
-static int write_all(int fd, const struct iovec *iov_in, int n) {
-    struct iovec iov[2];
+/* Writes n buffers whole, however many calls it takes; *done (if not NULL) is the number of
+ * bytes written, also when a call fails (the errno returned). */
+static int write_all(int fd, const struct iovec *iov_in, int n, size_t *done) {
+    struct iovec iov[2 * LL_WRITE_BATCH];
     memcpy(iov, iov_in, sizeof(struct iovec) * (size_t)n);
     int i = 0;
+    size_t total = 0;
+    int err = 0;
     while (i < n) {
         ssize_t r = writev(fd, iov + i, n - i);
         if (r < 0) {
             if (errno == EINTR) continue;
-            return errno;
+            err = errno;
+            break;
         }
         size_t left = (size_t)r;
+        total += left;
         while (i < n && left >= iov[i].iov_len) {
             left -= iov[i].iov_len;
             i++;
@@ -147,27 +165,49 @@ static int write_all(int fd, const struct iovec *iov_in, int n) {
             iov[i].iov_len -= left;
         }
     }
-    return 0;
+    if (done) *done = total;
+    return err;
 }
 
 static void put_u32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static int write_payload(int fd, uint8_t kind, uint64_t stream, const uint8_t *data, size_t n) {
-    uint8_t h[LL_CHUNK_HEADER_SIZE];
+static void put_header(uint8_t *h, uint8_t kind, uint64_t stream, const uint8_t *data, size_t n) {
     memcpy(h, "LLCK", 4);
     h[4] = kind;
     h[5] = h[6] = h[7] = 0;
     put_u32(h + 8, (uint32_t)n);
     put_u32(h + 12, ll_crc32(data, n));
     for (int i = 0; i < 8; i++) h[16 + i] = (uint8_t)(stream >> (8 * i));
-    struct iovec iov[2] = {{h, sizeof h}, {(void *)data, n}};
-    return write_all(fd, iov, 2);
 }
 
-static int write_chunk(int fd, const LLChunk *c) {
-    return write_payload(fd, c->kind, c->stream, c->data, c->len);
+static int write_payload(int fd, uint8_t kind, uint64_t stream, const uint8_t *data, size_t n) {
+    uint8_t h[LL_CHUNK_HEADER_SIZE];
+    put_header(h, kind, stream, data, n);
+    struct iovec iov[2] = {{h, sizeof h}, {(void *)data, n}};
+    return write_all(fd, iov, 2, NULL);
+}
+
+/* The n chunks of a list, in one system call where the kernel takes them all; *whole is how
+ * many of them reached the file complete (all of them unless an errno is returned). */
+static int write_chunks(int fd, const LLChunk *c, int n, int *whole) {
+    uint8_t h[LL_WRITE_BATCH][LL_CHUNK_HEADER_SIZE];
+    struct iovec iov[2 * LL_WRITE_BATCH];
+    const LLChunk *first = c;
+    for (int i = 0; i < n; i++, c = c->next) {
+        put_header(h[i], c->kind, c->stream, c->data, c->len);
+        iov[2 * i] = (struct iovec){h[i], LL_CHUNK_HEADER_SIZE};
+        iov[2 * i + 1] = (struct iovec){(void *)c->data, c->len};
+    }
+    size_t done = 0;
+    int err = write_all(fd, iov, 2 * n, &done);
+    *whole = 0;
+    for (c = first; *whole < n && done >= LL_CHUNK_HEADER_SIZE + c->len; c = c->next) {
+        done -= LL_CHUNK_HEADER_SIZE + c->len;
+        ++*whole;
+    }
+    return err;
 }
 
 /* After a failed write: cut the file back to the end of its last complete chunk, so that it
@@ -258,7 +298,7 @@ static void *writer_main(void *arg) {
     uint8_t h[16] = {'L', 'E', 'A', 'D', 'L', 'I', 'N', 'E', LL_FORMAT_MAJOR, 0, LL_FORMAT_MINOR, 0,
                      0, 0, 0, 0};
     struct iovec iov = {h, sizeof h};
-    int herr = w->header_done ? 0 : write_all(w->fd, &iov, 1);
+    int herr = w->header_done ? 0 : write_all(w->fd, &iov, 1, NULL);
     int hclean = herr ? rewind_file(w) : 1;
     pthread_mutex_lock(&w->mu);
     if (!w->header_done) {
@@ -271,35 +311,73 @@ static void *writer_main(void *arg) {
             w->bytes_written += sizeof h;
         }
     }
+    int busy = 0; /* the last look found chunks: look again in a period, unwoken */
     for (;;) {
-        while (!w->head && !w->stopping) pthread_cond_wait(&w->cv, &w->mu);
-        LLChunk *c = w->head;
-        if (!c) break; /* stopping and drained */
-        w->head = c->next;
-        if (!w->head) w->tail = NULL;
-        w->queued--;
-        if (w->error) {
-            lose_locked(w, c);
-            continue;
+        if (!w->head && !w->stopping) {
+            if (busy) {
+                struct timespec until = ll_timespec_ns(ll_monotonic_ns() + LL_WRITER_POLL_NS);
+                while (!w->head && !w->stopping &&
+                       pthread_cond_timedwait(&w->cv, &w->mu, &until) != ETIMEDOUT) {
+                }
+                busy = w->head != NULL;
+                continue;
+            }
+            w->idle = 1;
+            while (!w->head && !w->stopping) pthread_cond_wait(&w->cv, &w->mu);
+            w->idle = 0;
         }
-        uint64_t at = w->bytes_written;
-        pthread_mutex_unlock(&w->mu);
-        int err = write_chunk(w->fd, c);
-        int clean = err ? rewind_file(w) : 1;
-        pthread_mutex_lock(&w->mu);
-        if (err) {
-            /* e.g. ENOSPC: stop recording, keep the program running */
+        LLChunk *batch = w->head;
+        if (!batch) break; /* stopping and drained */
+        int n = 1;
+        LLChunk *last = batch;
+        while (n < LL_WRITE_BATCH && last->next) {
+            last = last->next;
+            n++;
+        }
+        w->head = last->next;
+        if (!w->head) w->tail = NULL;
+        last->next = NULL;
+        w->queued -= (size_t)n;
+        busy = 1;
+        int err = w->error, whole = 0;
+        if (!err) {
+            pthread_mutex_unlock(&w->mu);
+            err = write_chunks(w->fd, batch, n, &whole);
+            pthread_mutex_lock(&w->mu);
+        }
+        for (int i = 0; batch; i++) {
+            LLChunk *c = batch;
+            batch = c->next;
+            if (i < whole) {
+                note_written_locked(w, w->bytes_written, c);
+                recycle_locked(w, c);
+            } else {
+                lose_locked(w, c);
+            }
+        }
+        if (err && !w->error) {
+            /* e.g. ENOSPC: stop recording, keep the program running; the file is cut back to
+             * the end of the last chunk written whole */
             w->error = err;
-            w->clean = clean;
+            w->clean = rewind_file(w);
             stop_locked(w, LL_STOP_WRITE_ERROR);
-            lose_locked(w, c);
-        } else {
-            note_written_locked(w, at, c);
-            recycle_locked(w, c);
         }
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
+}
+
+void ll_cond_init_monotonic(pthread_cond_t *cv) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+void ll_writer_init_sync(LLWriter *w) {
+    pthread_mutex_init(&w->mu, NULL);
+    ll_cond_init_monotonic(&w->cv);
 }
 
 int ll_writer_open(LLWriter *w, int fd) {
@@ -311,8 +389,7 @@ int ll_writer_open(LLWriter *w, int fd) {
     w->base = at < 0 ? -1 : (int64_t)at;
     w->clean = 1;
     w->accepted = 16; /* the file header */
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
+    ll_writer_init_sync(w);
     int err = ll_thread_start(&w->thread, writer_main, w);
     if (err) return err;
     w->thread_started = 1;
@@ -372,7 +449,7 @@ static void submit_locked(LLWriter *w, LLChunk *c) {
         }
     }
     if (c) enqueue_locked(w, c);
-    pthread_cond_signal(&w->cv);
+    if (w->idle || w->queued >= LL_WAKE_QUEUED) pthread_cond_signal(&w->cv);
 }
 
 void ll_writer_submit(LLWriter *w, LLChunk *c) {

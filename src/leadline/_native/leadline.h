@@ -206,6 +206,7 @@ typedef struct {
     size_t nfree;
     LLChunk *pending[LL_CHUNK_KINDS]; /* definitions not yet queued, by kind */
     int stopping;
+    int idle;        /* the writer waits to be woken (not only for its next look) */
     int paused;      /* joined around a fork(), restarted at the next event */
     int header_done; /* the file header is written once, by the first writer thread */
     int error; /* errno of the first failed write; nothing is written after it */
@@ -224,6 +225,11 @@ typedef struct {
 } LLWriter;
 
 int ll_writer_open(LLWriter *w, int fd); /* writes the file header, starts the thread */
+void ll_writer_init_sync(LLWriter *w);    /* its lock and condition (also anew after fork()) */
+void ll_cond_init_monotonic(pthread_cond_t *cv); /* timed waits on it use CLOCK_MONOTONIC */
+static inline struct timespec ll_timespec_ns(uint64_t ns) {
+    return (struct timespec){(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+}
 LLChunk *ll_writer_buffer(LLWriter *w, uint8_t kind, uint64_t stream, size_t cap);
 void ll_writer_submit(LLWriter *w, LLChunk *c);                    /* takes ownership */
 void ll_writer_define(LLWriter *w, uint8_t kind, const uint8_t *rec, size_t n); /* a record */

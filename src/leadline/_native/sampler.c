@@ -1878,7 +1878,7 @@ static void *sampler_main(void *arg) {
     S->floor_ns[0] = S->floor_ns[1] = UINT64_MAX;
     for (int i = 0; i < 8; i++) {
         uint64_t due = ll_monotonic_ns() + 50000u;
-        struct timespec ts = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
+        struct timespec ts = ll_timespec_ns(due);
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
         }
         uint64_t late = ll_monotonic_ns() - due;
@@ -1888,7 +1888,7 @@ static void *sampler_main(void *arg) {
     uint64_t next = S->prev_end_ns + next_interval(S);
     pthread_mutex_lock(&S->mu);
     while (!S->stopping) {
-        struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
+        struct timespec ts = ll_timespec_ns(next);
         int known = read_run_delay(sched_fd, &delay_before);
         int r = pthread_cond_timedwait(&S->cv, &S->mu, &ts);
         if (S->stopping) break;
@@ -2001,10 +2001,9 @@ static void atfork_child(void) {
         S->w.paused = 0;
         if (S->w.fd >= 0) close(S->w.fd);
         S->w.fd = -1;
-        pthread_mutex_init(&S->w.mu, NULL);
-        pthread_cond_init(&S->w.cv, NULL);
+        ll_writer_init_sync(&S->w);
         pthread_mutex_init(&S->mu, NULL);
-        pthread_cond_init(&S->cv, NULL);
+        ll_cond_init_monotonic(&S->cv);
         active_sampler = NULL;
     }
     pthread_mutex_unlock(&sampler_lock);
@@ -2111,11 +2110,7 @@ PyObject *ll_line_table(PyObject *module, PyObject *args) {
 static int sampler_open(Sampler *S, int fd, pid_t pid, const LLPyInfo *info, int max_depth,
                         int ended) {
     pthread_mutex_init(&S->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&S->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    ll_cond_init_monotonic(&S->cv);
     int err = ll_stacks_init(&S->st, &S->w, max_depth);
     S->pending = malloc(sizeof(Pending) * LL_MAX_THREADS_PER_TICK);
     void *arr = S->known;

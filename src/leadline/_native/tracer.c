@@ -867,8 +867,7 @@ static void atfork_child(void) {
         s->w.fd = -1;
         s->rss.running = 0;
         s->rss.paused = 0;
-        pthread_mutex_init(&s->w.mu, NULL);
-        pthread_cond_init(&s->w.cv, NULL);
+        ll_writer_init_sync(&s->w);
         active_session = NULL;
     }
     ll_tls.gen = 0;
