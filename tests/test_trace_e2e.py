@@ -369,10 +369,12 @@ def test_the_writer_is_not_woken_for_every_chunk(tmp_path: Path) -> None:
     elapsed_s, switches_s = r.stdout.split()
     elapsed, switches = float(elapsed_s), int(switches_s)
     chunks = cap.stat().st_size / 65536
-    # One a chunk must be told from the bound: the program hands over 300 or more a second
-    # (measured: about 940 quiet, 840 to 1,020 beside two CPU hogs, on 3.11).
-    assert chunks / elapsed >= 300, (chunks, elapsed)
     bound = elapsed / 0.010 + chunks / 32 + 10
+    # One a chunk must be told from the bound: the program hands chunks over fast enough that
+    # one switch each would exceed it by half.  Measured on 3.11: about 940 chunks a second
+    # quiet, 840 to 1,020 beside two CPU hogs, 194 in an ASan + UBSan build (the bound then
+    # 462 for 827 chunks).
+    assert chunks >= 1.5 * bound, (chunks, bound, elapsed)
     assert switches <= bound, (switches, bound, chunks, elapsed)
 
 
