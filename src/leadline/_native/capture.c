@@ -228,7 +228,9 @@ static void stop_locked(LLWriter *w, int why) {
     __atomic_store_n(&w->stopped, why, __ATOMIC_RELAXED);
 }
 
-static void note_written_locked(LLWriter *w, uint64_t at, const LLChunk *c) {
+/* A chunk written whole, where the file ended before it. */
+static void note_written_locked(LLWriter *w, const LLChunk *c) {
+    uint64_t at = w->bytes_written;
     w->bytes_written += LL_CHUNK_HEADER_SIZE + c->len;
     if (c->kind < LL_CHUNK_KINDS) w->written_items[c->kind] += c->items;
     if (w->nrecent == LL_RECENT_CHUNKS) {
@@ -349,7 +351,7 @@ static void *writer_main(void *arg) {
             LLChunk *c = batch;
             batch = c->next;
             if (i < whole) {
-                note_written_locked(w, w->bytes_written, c);
+                note_written_locked(w, c);
                 recycle_locked(w, c);
             } else {
                 lose_locked(w, c);

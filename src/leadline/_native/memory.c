@@ -78,8 +78,7 @@ void ll_rss_publish_now(LLRss *r, uint64_t t) {
 static void *sampler_main(void *arg) {
     LLRss *r = arg;
     r->tid = ll_gettid();
-    struct timespec next;
-    clock_gettime(CLOCK_MONOTONIC, &next);
+    uint64_t next = ll_monotonic_ns();
     uint64_t last = UINT64_MAX;
     uint64_t last_flush = ll_monotonic_ns();
     uint64_t draw = ll_ticks() ^ ((uint64_t)r->tid << 32) ^ 0x9E3779B97F4A7C15u;
@@ -107,12 +106,9 @@ static void *sampler_main(void *arg) {
          * wake-ups inside its calls, and every 1 ms on the dot a loop of about 250 us was woken
          * in the same part of its turn run after run (two functions' totals 10-24% off, the one
          * up, the other down); the RSS growth an event is given is read at these moments too. */
-        next.tv_nsec += (long)(period_ns / 2 + ll_xorshift(&draw) % (period_ns + 1));
-        while (next.tv_nsec >= 1000000000L) {
-            next.tv_nsec -= 1000000000L;
-            next.tv_sec++;
-        }
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR) {
+        next += period_ns / 2 + ll_xorshift(&draw) % (period_ns + 1);
+        struct timespec until = ll_timespec_ns(next);
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {
         }
     }
     return NULL;
