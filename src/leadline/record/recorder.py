@@ -8,7 +8,6 @@ import json
 import operator
 import os
 import signal
-import socket
 import stat
 import sys
 import threading
@@ -114,7 +113,7 @@ def capture_meta(
         "python_version": ".".join(map(str, sys.version_info[:3])),
         "implementation": sys.implementation.name,
         "pid": os.getpid(),
-        "host": socket.gethostname(),
+        "host": os.uname().nodename,  # what socket.gethostname() gives, without loading sockets
         "start_unix_ns": time.time_ns(),
         "t_start": _native.ticks(),
         "tick_ns": _native.tick_ns(),
