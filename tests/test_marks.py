@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -65,7 +66,9 @@ def test_import_leadline_loads_only_what_marks_need(tmp_path: Path) -> None:
         "print(json.dumps([before, listed, leadline.trace.__module__, profile.__module__,\n"
         "                  TraceOptions.__name__, 'socket' in sys.modules]))\n",
     )
-    r = run([PY, str(script)], cwd=tmp_path)
+    # (without LEADLINE_PUSH, whose start-up hook would load the agent)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEADLINE_PUSH")}
+    r = run([PY, str(script)], cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     before, listed, trace_from, profile_from, options, sockets = json.loads(r.stdout)
     assert before == [

@@ -36,7 +36,7 @@ from ..analyse.samples import load_profile
 from ..capture.reader import CaptureStream
 from ..errors import LeadlineError
 from ..record.profiler import ProfileOptions, Profiler
-from ..record.recorder import signals_blocked, thread_names
+from ..record.recorder import CaptureFile, signals_blocked, thread_names
 from ..render.encode import to_pprof
 from .delivery import Delivery, Endpoint, Upload, safe_url
 from .pyroscope import check_labels, endpoint_from_env, ingest_params, parse_labels
@@ -164,14 +164,14 @@ class Agent(Profiler):
         self._lock = threading.Lock()
 
     # -- the capture goes into a pipe ---------------------------------------------------
-    def _open_output(self) -> int:
+    def _open_output(self) -> CaptureFile:
         r, w = os.pipe()
         with contextlib.suppress(OSError):  # a bigger pipe rides out a busy reader
             fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
         os.set_inheritable(r, False)
         os.set_inheritable(w, False)
         self._pipe_r = r
-        return w
+        return CaptureFile(w)
 
     def _start(self) -> None:
         spool = self.config.spool_dir or default_spool_dir(self.config.service)

@@ -25,6 +25,7 @@ from ..capture.schema import SAMPLER_COUNTERS
 from ..errors import LeadlineError
 from .locals import local_reprs
 from .recorder import (
+    CaptureFile,
     Recorder,
     capture_end,
     capture_meta,
@@ -307,8 +308,8 @@ def attach(
         print(warning, file=sys.stderr)
     argv = _cmdline(pid)
     out = Path(path) if path is not None else default_output(Path(argv[0]).name or "pid", "attach")
-    if fd is None:
-        fd = open_capture(out)
+    output = open_capture(out) if fd is None else CaptureFile(fd)
+    fd = output.fd
     meta = capture_meta(
         "sample",
         argv,
@@ -325,8 +326,11 @@ def attach(
         # It was there a moment ago, and now cannot be read (another program now runs in it,
         # say; one that has ended gives a sampler with nothing to sample): no capture.
         os.close(fd)
+        output.discard()
         _remove_if_empty(out)
         raise LeadlineError(str(e)) from None
+    output.place()
+    out = output.path or out
     started = time.perf_counter()
     deadline = started + duration if duration else None
     try:

@@ -137,44 +137,95 @@ def _cwd() -> str | None:
         return None
 
 
-def open_capture(path: Path) -> int:
-    """The capture file, created or replaced, as a descriptor the native writer takes over.
+class CaptureFile:
+    """The file a recording writes its capture to, as the native writer takes it over (`fd`).
 
-    An earlier capture at `path` (a plain file of this user's, with no other name) is replaced
-    by a new file with its permissions, not emptied in place.  A file emptied by truncation and
-    written again is written out to disk when it is closed (ext4's guard for programs that
-    rewrite a file without fsync), which held the end of a traced program for 60-80 ms per
-    180 MB of capture; and a report still reading the earlier capture reads it whole.  Anything
-    else (a symbolic link, a file with hard links, a device, a pipe) is written in place."""
+    A new path, or an earlier capture at the path (a plain file of this user's, with no other
+    name, no extended attributes such as an ACL, and a group the new file can be given), is not
+    written in place: the recording writes a new file beside it, with the earlier capture's
+    permissions and group, which takes its name once the recording has started (place()), and
+    is removed if it did not start (discard()), so that a recording that cannot start leaves
+    the path as it was.  A file emptied
+    by truncation and written again is written out to disk when it is closed (ext4's guard for
+    programs that rewrite a file without fsync), which held the end of a traced program for
+    60-80 ms per 180 MB of capture; and a report still reading the earlier capture reads it
+    whole.  Anything else (a symbolic link, a file with hard links, a device, a pipe) is written
+    in place, as `open(path, "w")` would."""
+
+    def __init__(self, fd: int, path: Path | None = None, new: str | None = None) -> None:
+        self.fd = fd
+        self.path = path
+        self._new = new  # the new file's name until it takes the path's place
+
+    def place(self) -> None:
+        """The recording has started: its file takes the path's name (a no-op when it has)."""
+        new, self._new = self._new, None
+        if new is None or self.path is None:
+            return
+        try:
+            os.replace(new, self.path)
+        except OSError as e:
+            # Made a folder meanwhile, say: the capture keeps the name it has.
+            print(
+                f"leadline: warning: cannot put the capture in place of {self.path} "
+                f"({e.strerror}); it is {new}",
+                file=sys.stderr,
+            )
+            self.path = Path(new)
+
+    def discard(self) -> None:
+        """The recording did not start: a new file goes, the earlier capture stays."""
+        new, self._new = self._new, None
+        if new is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(new)
+
+
+def open_capture(path: Path) -> CaptureFile:
+    """The capture file for a recording into `path` (see CaptureFile)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
-    fd = _replace_file(path, flags)
-    if fd is not None:
-        return fd
+    replacing = _replacement(path, flags)
+    if replacing is not None:
+        return replacing
     try:
-        return os.open(path, flags | os.O_TRUNC, 0o644)
+        return CaptureFile(os.open(path, flags | os.O_TRUNC, 0o644), path)
     except OSError as e:
         raise LeadlineError(f"cannot write {path}: {e.strerror}") from None
 
 
-def _replace_file(path: Path, flags: int) -> int | None:
-    """A new file in place of the regular file at `path`, or None to write it in place."""
+def _replacement(path: Path, flags: int) -> CaptureFile | None:
+    """A new file to take the name `path` (with the permissions of the earlier capture there,
+    if any) once the recording has started; None to write in place (see CaptureFile)."""
+    new = str(path.parent / f".{path.name}.{os.getpid()}.new")
     try:
         st = os.lstat(path)
+        if os.listxattr(path, follow_symlinks=False):
+            return None  # an ACL, a security label: what a new file would not have
+    except FileNotFoundError:
+        try:  # nothing there yet: the new file gets the name only if the recording starts
+            return CaptureFile(os.open(new, flags | os.O_EXCL, 0o644), path, new)
+        except OSError:
+            return None
     except OSError:
         return None
     if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.geteuid():
         return None
+    if os.geteuid() != 0 and st.st_gid not in (os.getegid(), *os.getgroups()):
+        return None  # a group the new file could not be given
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CLOEXEC))  # writable, as emptying it needs
-        os.unlink(path)
-        fd = os.open(path, flags | os.O_EXCL, 0o600)
+        fd = os.open(new, flags | os.O_EXCL, 0o600)
     except OSError:
-        return None  # not ours to replace, or made again meanwhile: written in place
+        return None
     try:
-        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+        os.fchown(fd, -1, st.st_gid)
+        os.fchmod(fd, stat.S_IMODE(st.st_mode))  # after fchown, which clears set-group-id
     except OSError:
-        pass  # it keeps 0o600: readable by its owner, as before
-    return fd
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(new)
+        return None
+    return CaptureFile(fd, path, new)
 
 
 # The default size limit of a capture: at 5-8 bytes an event, 130-200 million events, past the
@@ -324,8 +375,8 @@ class Recorder:
         """The capture's size limit (see size_limit); none unless a subclass has one."""
         return 0, LIMIT_GIVEN
 
-    def _open_output(self) -> int:
-        """The descriptor the native recorder writes the capture to."""
+    def _open_output(self) -> CaptureFile:
+        """The file the native recorder writes the capture to."""
         return open_capture(self.path)
 
     def _before_fork(self) -> None:
@@ -341,7 +392,27 @@ class Recorder:
     def _start(self) -> None:
         if self._native is not None:
             raise LeadlineError(f"this {self.mode} is already running")
-        fd = self._open_output()
+        output = self._open_output()
+        try:
+            self._native = self._begin_recording(output.fd)
+        except BaseException as e:
+            with contextlib.suppress(OSError):  # the native side may already have closed it
+                os.close(output.fd)
+            output.discard()
+            if isinstance(e, (RuntimeError, OSError, ValueError)):
+                raise LeadlineError(str(e)) from None
+            raise
+        output.place()
+        if output.path is not None:
+            self.path = output.path
+        self._started = time.perf_counter()
+        self._real_exit = os._exit
+        os._exit = self._exit_wrapper  # type: ignore[assignment]
+        self._watch_thread_names()
+        self.pid = os.getpid()
+        _recording.append(self)
+
+    def _begin_recording(self, fd: int) -> Any:
         self.max_bytes, self._limit_from = self._size_limit(fd)
         # The program's file, while __main__ still names it (a script's loses __file__ once it
         # has run, as python's does): its hash goes to END with the modules'.
@@ -351,18 +422,7 @@ class Recorder:
         self._t_start = meta["t_start"]
         self._thread_names = thread_names()  # before the hooks, so that it is not traced
         self._thread_tids = thread_tids()
-        try:
-            self._native = self._begin(fd, json.dumps(meta).encode())
-        except (RuntimeError, OSError, ValueError) as e:
-            with contextlib.suppress(OSError):  # the native side may already have closed it
-                os.close(fd)
-            raise LeadlineError(str(e)) from None
-        self._started = time.perf_counter()
-        self._real_exit = os._exit
-        os._exit = self._exit_wrapper  # type: ignore[assignment]
-        self._watch_thread_names()
-        self.pid = os.getpid()
-        _recording.append(self)
+        return self._begin(fd, json.dumps(meta).encode())
 
     def _watch_thread_names(self) -> None:
         """Remember each thread's name when it starts: a thread that ends before the recording
