@@ -4,6 +4,7 @@ capture file, its META and END chunks, thread names, os._exit and fork."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import operator
 import os
@@ -145,12 +146,11 @@ class CaptureFile:
     written in place: the recording writes a new file beside it, with the earlier capture's
     permissions and group, which takes its name once the recording has started (place()), and
     is removed if it did not start (discard()), so that a recording that cannot start leaves
-    the path as it was.  A file emptied
-    by truncation and written again is written out to disk when it is closed (ext4's guard for
-    programs that rewrite a file without fsync), which held the end of a traced program for
-    60-80 ms per 180 MB of capture; and a report still reading the earlier capture reads it
-    whole.  Anything else (a symbolic link, a file with hard links, a device, a pipe) is written
-    in place, as `open(path, "w")` would."""
+    the path as it was.  A file emptied by truncation and written again is written out to disk
+    when it is closed (ext4's guard for programs that rewrite a file without fsync), which held
+    the end of a traced program for 60-80 ms per 180 MB of capture; and a report still reading
+    the earlier capture reads it whole.  Anything else (a symbolic link, a file with hard
+    links, a device, a pipe) is written in place, as `open(path, "w")` would."""
 
     def __init__(self, fd: int, path: Path | None = None, new: str | None = None) -> None:
         self.fd = fd
@@ -199,8 +199,6 @@ def _replacement(path: Path, flags: int) -> CaptureFile | None:
     new = str(path.parent / f".{path.name}.{os.getpid()}.new")
     try:
         st = os.lstat(path)
-        if os.listxattr(path, follow_symlinks=False):
-            return None  # an ACL, a security label: what a new file would not have
     except FileNotFoundError:
         try:  # nothing there yet: the new file gets the name only if the recording starts
             return CaptureFile(os.open(new, flags | os.O_EXCL, 0o644), path, new)
@@ -208,6 +206,12 @@ def _replacement(path: Path, flags: int) -> CaptureFile | None:
             return None
     except OSError:
         return None
+    try:
+        if os.listxattr(path, follow_symlinks=False):
+            return None  # an ACL, a security label: what a new file would not have
+    except OSError as e:
+        if e.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP):  # (a file system without them)
+            return None
     if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.geteuid():
         return None
     if os.geteuid() != 0 and st.st_gid not in (os.getegid(), *os.getgroups()):
