@@ -325,7 +325,6 @@ def attach(
     except (ProcessLookupError, PermissionError, ValueError, RuntimeError) as e:
         # It was there a moment ago, and now cannot be read (another program now runs in it,
         # say; one that has ended gives a sampler with nothing to sample): no capture.
-        os.close(fd)
         output.discard()
         _remove_if_empty(out)
         raise LeadlineError(str(e)) from None

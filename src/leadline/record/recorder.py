@@ -174,7 +174,10 @@ class CaptureFile:
             self.path = Path(new)
 
     def discard(self) -> None:
-        """The recording did not start: a new file goes, the earlier capture stays."""
+        """The recording did not start: the descriptor is closed (the native side may have
+        closed it already), a new file goes, the earlier capture stays."""
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
         new, self._new = self._new, None
         if new is not None:
             with contextlib.suppress(OSError):
@@ -400,8 +403,6 @@ class Recorder:
         try:
             self._native = self._begin_recording(output.fd)
         except BaseException as e:
-            with contextlib.suppress(OSError):  # the native side may already have closed it
-                os.close(output.fd)
             output.discard()
             if isinstance(e, (RuntimeError, OSError, ValueError)):
                 raise LeadlineError(str(e)) from None
