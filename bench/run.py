@@ -87,18 +87,22 @@ CANDIDATES = {
             "leadline trace --hook-only: leadline's session with its empty native hook",
             ("--hook-only",),
         ),
-        Candidate("leadline", "leadline", "leadline trace: every event, time and memory"),
         Candidate(
-            "leadline-coarse",
             "leadline",
-            "leadline trace --coarse-time: every event, timed by the RSS sampler's 1 ms clock",
-            ("--coarse-time",),
+            "leadline",
+            "leadline trace: every event, its time (the RSS sampler's 1 ms clock) and memory",
+        ),
+        Candidate(
+            "leadline-exact",
+            "leadline",
+            "leadline trace --exact-time: every event, timed by the CPU's time-stamp counter",
+            ("--exact-time",),
         ),
         Candidate(
             "leadline-lean",
             "leadline",
-            "leadline trace --coarse-time --no-heap: every event, its time and RSS, no heap bytes",
-            ("--coarse-time", "--no-heap"),
+            "leadline trace --no-heap: every event, its time and RSS, no heap bytes",
+            ("--no-heap",),
         ),
         Candidate(
             "leadline-trigger",

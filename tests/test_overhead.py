@@ -52,6 +52,7 @@ def test_overhead_table_from_the_cli(tmp_path: Path) -> None:
     assert rows["trace"]["bytes"] > 60000 and rows["trace"]["us_per_event"] is not None
     assert rows["hook"]["events"] == 0 and rows["hook"]["bytes"] > 0
     assert rows["trace-rss4096"]["events"] == rows["trace"]["events"]  # seen, not all recorded
+    assert rows["trace-exact"]["events"] == rows["trace"]["events"]
     assert rows["probe"]["events"] == 30000
     assert all(row["ratio"] > 0.5 for row in rows.values())
 

@@ -227,7 +227,8 @@ TITLES_JS = (
 @pytest.fixture
 def traced(tmp_path: Path) -> tuple[Path, Path, dict[str, dict[str, Any]]]:
     prog = write(tmp_path, "prog.py", TRACED)
-    leadline("trace", "-q", "-o", "t.lead", "prog.py", cwd=tmp_path, check=True)
+    # each call timed (fast() takes microseconds: the default clock would give it none)
+    leadline("trace", "-q", "--exact-time", "-o", "t.lead", "prog.py", cwd=tmp_path, check=True)
     capture = tmp_path / "t.lead"
     data = json.loads(leadline("report", capture, "--json", cwd=tmp_path, check=True).stdout)
     funcs = {f["name"]: f for f in data["functions"] if f["file"] == str(prog)}

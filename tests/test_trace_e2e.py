@@ -713,6 +713,26 @@ def test_the_memory_timeline_marks_the_calls_that_grew_it(tmp_path: Path) -> Non
     assert any(n == "load" and 40 <= mib <= 56 and not flag for n, mib, flag in movers), movers
 
 
+def test_notable_movers_nest_by_events_not_by_times() -> None:
+    """A clock that moves every millisecond (the default) gives a call and the one it made the
+    same times: which one is inside is read from the order of the thread's events.  The loader
+    and its parser both grew RSS by 48 MiB in [5, 9] ms: the parser is the one marked; a later
+    call of equal times that was not inside the loader (it came after its return) is marked too;
+    the same calls on another thread are not nested with these."""
+    from leadline.analyse.trace import Mover, notable_movers
+
+    mib = 1 << 20
+    load = Mover(1, 1, 5_000_000, 9_000_000, 48 * mib, seq0=10, seq1=40)
+    parse = Mover(2, 1, 5_000_000, 9_000_000, 48 * mib, seq0=11, seq1=39)
+    after = Mover(3, 1, 9_000_000, 9_000_000, 45 * mib, seq0=41, seq1=42)
+    other = Mover(4, 2, 5_000_000, 9_000_000, 48 * mib, seq0=12, seq1=30)
+    marked = notable_movers([load, parse, after, other])
+    assert [m.func for m in marked] == [2, 4, 3], marked
+    # a callee with under 80% of its caller's growth leaves the caller marked too
+    small = Mover(2, 1, 5_000_000, 9_000_000, 30 * mib, seq0=11, seq1=39)
+    assert {m.func for m in notable_movers([load, small])} == {1, 2}
+
+
 # Two functions whose calls are far shorter than the RSS sampler's 1 ms period; the program
 # measures each call itself (perf_counter inside the call) and prints the totals.
 # Paced by the clock the RSS sampler sleeps on: a turn of the loop every 250 us, longer() then
@@ -749,11 +769,12 @@ COARSE_PROGRAM = """
 
 @pytest.mark.statistical
 def test_coarse_time_totals_are_unbiased_estimates(tmp_path: Path) -> None:
-    """--coarse-time: each event takes the clock the RSS sampler published at its last wake-up,
-    so one short call reads 0 or a whole gap, while a function's total is the count of wake-ups
-    inside its calls times the gap: an unbiased estimate whose variance the test derives from
-    the gaps this very run had (a busy machine wakes the sampler late and less evenly)."""
-    r, cap = traced(tmp_path, COARSE_PROGRAM, "--coarse-time")
+    """The default clock (--coarse-time): each event takes the clock the RSS sampler published
+    at its last wake-up, so one short call reads 0 or a whole gap, while a function's total is
+    the count of wake-ups inside its calls times the gap: an unbiased estimate whose variance
+    the test derives from the gaps this very run had (a busy machine wakes the sampler late and
+    less evenly)."""
+    r, cap = traced(tmp_path, COARSE_PROGRAM)
     assert r.returncode == 0, r.stderr
     truth = json.loads(r.stdout)
     data = report(cap, tmp_path)
@@ -782,4 +803,32 @@ def test_coarse_time_totals_are_unbiased_estimates(tmp_path: Path) -> None:
     assert abs(f["main"]["incl_ns"] / 1e9 - seconds) <= 2 * max(gaps), (f["main"], seconds)
     # The report says how the times were taken.
     text = " ".join(leadline("report", cap, cwd=tmp_path, check=True).stdout.split())
-    assert "times from a clock that moves every 1.0 ms (--coarse-time)" in text, text
+    assert "times from a clock that moves every 1.0 ms: totals are unbiased" in text, text
+
+
+def test_exact_time_times_each_event(tmp_path: Path) -> None:
+    """--exact-time: each event reads the CPU's counter, so 2,000 calls a few microseconds
+    apart get as many distinct clock values; the capture says which clock it has, and the two
+    clock options together are refused with a one-line error, from the CLI and from the API."""
+    program = """
+        def f():
+            return sum(range(50))
+        for _ in range(2000):
+            f()
+        """
+    r, cap = traced(tmp_path, program, "--exact-time")
+    assert r.returncode == 0, r.stderr
+    data = report(cap, tmp_path)
+    assert data["meta"]["options"]["coarse_time"] is False
+    clocks = [row["clock"] for row in log_rows(cap, tmp_path) if row["function"] == "f"]
+    assert len(clocks) == 4000 and len(set(clocks)) > 3900, len(set(clocks))
+    text = leadline("report", cap, cwd=tmp_path, check=True).stdout
+    assert "clock that moves every" not in text
+    both = leadline("trace", "--exact-time", "--coarse-time", "-c", "pass", cwd=tmp_path)
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr, both.stderr
+    api = run(
+        [PY, "-c", "import leadline\nleadline.trace('x.lead', exact_time=True, coarse_time=True)"],
+        cwd=tmp_path,
+    )
+    assert api.returncode == 1 and "choose one" in api.stderr, api.stderr
+    assert not (tmp_path / "x.lead").exists()

@@ -87,7 +87,7 @@ class Aggregator:
         self,
     ) -> tuple[
         list[tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, float, float]],
-        list[tuple[int, int, int, int, int]],
+        list[tuple[int, int, int, int, int, int, int]],
         list[tuple[int, int, int, int, int]],
     ]: ...
 

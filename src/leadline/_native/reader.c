@@ -135,6 +135,7 @@ typedef struct {
     size_t node;
     uint64_t fid, t0, rss0, heap0, child_t, child_heap, peak;
     int64_t child_rss;
+    uint64_t seq0; /* the thread's count of events at its call */
 } AFrame;
 
 typedef struct {
@@ -148,6 +149,8 @@ typedef struct {
 typedef struct {
     uint64_t fid, thread, t0, t1;
     int64_t drss;
+    uint64_t seq0, seq1; /* its thread's count of events at its call and at its return: what
+                          * nests calls that a clock moving every millisecond gives equal times */
 } AMover;
 
 #define LL_MOVERS 20
@@ -238,7 +241,7 @@ static inline uint64_t magnitude(int64_t v) { return v < 0 ? -(uint64_t)v : (uin
 
 /* Keeps the LL_MOVERS activations that changed RSS the most, by absolute size. */
 static void mover_offer(LLAggregator *a, uint64_t fid, uint64_t thread, uint64_t t0, uint64_t t1,
-                        int64_t drss) {
+                        int64_t drss, uint64_t seq0, uint64_t seq1) {
     if (drss == 0) return;
     size_t slot = a->nmovers;
     if (a->nmovers == LL_MOVERS) {
@@ -249,7 +252,7 @@ static void mover_offer(LLAggregator *a, uint64_t fid, uint64_t thread, uint64_t
     } else {
         a->nmovers++;
     }
-    a->movers[slot] = (AMover){fid, thread, t0, t1, drss};
+    a->movers[slot] = (AMover){fid, thread, t0, t1, drss, seq0, seq1};
 }
 
 static void pop_frame(LLAggregator *a, AThread *th, uint64_t t, uint64_t rss, uint64_t heap) {
@@ -270,7 +273,7 @@ static void pop_frame(LLAggregator *a, AThread *th, uint64_t t, uint64_t rss, ui
     n->self_heap += dheap > f->child_heap ? dheap - f->child_heap : 0;
     if (f->peak - f->rss0 > n->peak_growth) n->peak_growth = f->peak - f->rss0;
     if (f->peak > n->peak_abs) n->peak_abs = f->peak;
-    mover_offer(a, f->fid, th->serial, f->t0, t, drss);
+    mover_offer(a, f->fid, th->serial, f->t0, t, drss, f->seq0, th->events);
     if (th->depth) {
         AFrame *p = &th->stack[th->depth - 1];
         p->child_t += dt;
@@ -309,7 +312,7 @@ static int apply(LLAggregator *a, AThread *th, const Event *e) {
         }
         a->nodes[node].calls++;
         th->stack[th->depth++] = (AFrame){(size_t)node, e->fid, e->t, e->rss, e->heap, 0, 0,
-                                          e->rss, 0};
+                                          e->rss, 0, th->events};
         return 0;
     }
     /* A return: normally of the frame on top.  If frames above it were never closed (an event
@@ -400,7 +403,8 @@ static PyObject *agg_finish(PyObject *self, PyObject *unused) {
     PyObject *movers = PyList_New(0);
     for (size_t i = 0; movers && i < a->nmovers; i++) {
         AMover *m = &a->movers[i];
-        PyObject *t = Py_BuildValue("(KKKKL)", m->fid, m->thread, m->t0, m->t1, (long long)m->drss);
+        PyObject *t = Py_BuildValue("(KKKKLKK)", m->fid, m->thread, m->t0, m->t1,
+                                    (long long)m->drss, m->seq0, m->seq1);
         if (!t || PyList_Append(movers, t) < 0) Py_CLEAR(movers);
         Py_XDECREF(t);
     }

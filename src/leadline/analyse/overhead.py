@@ -34,6 +34,9 @@ MODES = (
     Mode("baseline", (), "the program alone"),
     Mode("hook", (*_TRACE, "--hook-only"), "trace's empty native hook: the cost floor"),
     Mode("trace", _TRACE, "every call and return with time, RSS and heap bytes"),
+    Mode(
+        "trace-exact", (*_TRACE, "--exact-time"), "the same, each event timed by the CPU's counter"
+    ),
     Mode("trace-rss4096", (*_TRACE, "--rss-trigger", "4096"), "only events where RSS moved 4 KiB"),
     Mode("run-100", ("run", "--rate", "100"), "sampling at 100 Hz"),
     Mode("run-1000", ("run", "--rate", "1000"), "sampling at 1 kHz"),

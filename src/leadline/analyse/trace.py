@@ -77,6 +77,11 @@ class Mover:
     start_ns: int
     end_ns: int
     rss_delta: int
+    # Its thread's count of events at its call and at its return: a call made inside it has a
+    # later call and a return no later, whatever the clock (one that moves every millisecond
+    # gives a call and the one it made the same times).
+    seq0: int = 0
+    seq1: int = 0
 
 
 # The memory timeline marks at most this many calls, each at least NOTABLE_SHARE of the largest
@@ -96,10 +101,9 @@ def notable_movers(movers: list[Mover]) -> list[Mover]:
 
     def inside(inner: Mover, outer: Mover) -> bool:
         return (
-            inner is not outer
-            and inner.thread == outer.thread
-            and outer.start_ns <= inner.start_ns
-            and inner.end_ns <= outer.end_ns
+            inner.thread == outer.thread
+            and outer.seq0 < inner.seq0
+            and inner.seq1 <= outer.seq1
             and (inner.rss_delta > 0) == (outer.rss_delta > 0)
             and abs(inner.rss_delta) >= INNER_SHARE * abs(outer.rss_delta)
         )
@@ -192,7 +196,10 @@ def analyse(cap: Capture, progress: Progress | None = None) -> TraceProfile:
         functions=functions,
         timeline=_downsample(cap, rss_values),
         movers=sorted(
-            (Mover(m[0], m[1], cap.ns(m[2]), cap.ns(m[3]), m[4] * page) for m in raw_movers),
+            (
+                Mover(m[0], m[1], cap.ns(m[2]), cap.ns(m[3]), m[4] * page, m[5], m[6])
+                for m in raw_movers
+            ),
             key=lambda m: -abs(m.rss_delta),
         ),
         threads=[(t[0], cap.thread_name(t[0]), t[3]) for t in sorted(raw_threads)],

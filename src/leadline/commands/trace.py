@@ -91,11 +91,22 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--no-heap", dest="heap", action="store_false", help="do not hook the Python allocator"
     )
-    p.add_argument(
+    clock = p.add_mutually_exclusive_group()
+    clock.add_argument(
+        "--exact-time",
+        dest="coarse_time",
+        action="store_const",
+        const=False,
+        help="time each event by the CPU's time-stamp counter (exact call times; costs a "
+        "counter read an event, 10-25 ns) instead of the RSS sampler's clock",
+    )
+    clock.add_argument(
         "--coarse-time",
-        action="store_true",
-        help="time events by the RSS sampler's clock (every --rss-period) instead of the "
-        "CPU's counter: cheaper an event; totals stay unbiased, one call is timed to a period",
+        dest="coarse_time",
+        action="store_const",
+        const=True,
+        help="time events by the RSS sampler's clock, every --rss-period (the default): a "
+        "function's total is an unbiased estimate, one call is timed to within a period",
     )
     p.add_argument(
         "--rss-period",

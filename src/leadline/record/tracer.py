@@ -62,9 +62,17 @@ class TraceOptions:
     rss_period_us: int = 1000
     max_size: int | None = None  # bytes the capture may reach; None: the default; 0: no limit
     memory: bool = True  # read the process's RSS (False: calls and their time alone)
-    # Time events by the clock the RSS sampler publishes each period instead of the CPU's
-    # counter: a function's total stays unbiased, one call's time is to within a period.
-    coarse_time: bool = False
+    # Time events by the clock the RSS sampler publishes each period (True) or by the CPU's
+    # time-stamp counter (False).  None, the default: the sampler's clock when there is one
+    # (memory), else the counter.  With it a function's total is an unbiased estimate and one
+    # call's time is to within a period; the counter's read costs more than the rest of the
+    # hook on some hosts (docs/trace.md, "Time").
+    coarse_time: bool | None = None
+
+    @property
+    def coarse(self) -> bool:
+        """Whether events take the RSS sampler's clock."""
+        return self.memory if self.coarse_time is None else self.coarse_time
 
     def trigger_pages(self) -> int:
         if self.rss_trigger < 0:
@@ -171,7 +179,11 @@ class Tracer(Recorder):
         self.result: TraceResult | None = None
 
     def _options(self) -> dict[str, Any]:
-        return {**asdict(self.options), "max_size": self.max_bytes}
+        return {
+            **asdict(self.options),
+            "max_size": self.max_bytes,
+            "coarse_time": self.options.coarse,
+        }
 
     def _size_limit(self, fd: int) -> tuple[int, str]:
         return size_limit(fd, self.options.max_size)
@@ -194,7 +206,7 @@ class Tracer(Recorder):
             exclude_prefix=PACKAGE_DIR,
             disable=disable,
             max_bytes=self.max_bytes,
-            coarse_time=o.coarse_time,
+            coarse_time=o.coarse,
         )
         try:
             self._install(session)
@@ -320,7 +332,8 @@ def trace(
     exact_rss: bool = False,
     heap: bool = True,
     max_size: int | str | None = None,
-    coarse_time: bool = False,
+    coarse_time: bool | None = None,
+    exact_time: bool = False,
 ) -> Tracer:
     """Trace every call (and its memory) inside a ``with`` block::
 
@@ -329,8 +342,13 @@ def trace(
 
     `max_size`: bytes or a size such as "500M" at which recording stops (the block runs on);
     None for the default (1 GiB, or half the free disk space when less), 0 for no limit.
-    `coarse_time`: time events by the 1 ms clock of the RSS sampler (docs/trace.md, "Time").
+    Events are timed by the 1 ms clock of the RSS sampler: a function's total is an unbiased
+    estimate, one call is timed to within a millisecond.  `exact_time=True` times each event by
+    the CPU's time-stamp counter instead, at its cost (docs/trace.md, "Time"); `coarse_time` is
+    the same choice the other way round (True: the sampler's clock).
     """
+    if exact_time and coarse_time:
+        raise LeadlineError("exact_time and coarse_time are the two clocks: choose one")
     try:
         limit = parse_size(max_size)
     except ValueError as e:
@@ -345,7 +363,7 @@ def trace(
         exact_rss=exact_rss,
         heap=heap,
         max_size=limit,
-        coarse_time=coarse_time,
+        coarse_time=False if exact_time else coarse_time,
     )
     return Tracer(path, opts)
 

@@ -232,9 +232,9 @@
     var opts = obj(meta.options);
     if (opts.coarse_time === true) {
       var period = fmtNs(num(opts.rss_period_us || 1000) * 1000);
-      fact('Clock', 'moves every ' + period + ' (--coarse-time)',
+      fact('Clock', 'moves every ' + period + ' (the RSS sampler\'s)',
         "A function's total time is an unbiased estimate; one call's time is to within about " +
-        period);
+        period + ' (trace --exact-time times each call)');
     }
     var ev = fmtCount(summary.events);
     if (summary.recorded !== undefined && num(summary.recorded) !== num(summary.events)) {
