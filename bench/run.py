@@ -28,6 +28,7 @@ from common import (
     BENCH,
     Session,
     Sizes,
+    Workload,
     add_common_arguments,
     big,
     ensure_requirements,
@@ -417,7 +418,13 @@ def cells(row: Row) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", choices=("calls", "las", "all"), default="all")
+    parser.add_argument(
+        "--workload",
+        choices=("calls", "las", "richards", "all"),
+        default="all",
+        help="all: calls and las; richards: calls.py's richards alone, twice its size "
+        "(the program of the tracer's target)",
+    )
     parser.add_argument(
         "--candidates",
         default=",".join(CANDIDATES),
@@ -445,7 +452,12 @@ def main(argv: list[str] | None = None) -> int:
     python, work, clean, report = session.python, session.work, session.clean, session.report
     sizes = Sizes(0.01, 2, 6) if args.quick else Sizes(None, 50, None)
     workloads = make_workloads(python, work, sizes)
-    chosen = list(workloads) if args.workload == "all" else [args.workload]
+    calls = workloads["calls"]
+    richards = ["--only", "richards", "--scale", f"{2 * (sizes.calls_scale or 1):g}"]
+    workloads["richards"] = Workload(
+        "richards", calls.script, lambda run_dir: list(richards), needs=calls.needs
+    )
+    chosen = ["calls", "las"] if args.workload == "all" else [args.workload]
 
     unavailable: dict[str, str] = {}
     # Candidates of these kinds run a program that bench/setup_env.py installs, named as the kind.
