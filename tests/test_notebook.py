@@ -141,6 +141,8 @@ def test_a_traced_cell_shows_calls_time_and_memory(executed: tuple[Any, Path]) -
     assert by_name["hot"][1].endswith("ms")  # 4 x 30 ms of CPU
     assert "RSS KEPT" in fragment and "HEAP ALLOC" in fragment
     assert (folder / "trace.lead").stat().st_size > 0
+    # A cell runs for milliseconds: each call is timed by the counter, not the sampler's clock.
+    assert report(folder / "trace.lead", folder)["meta"]["options"]["coarse_time"] is False
     # The cell ran in the notebook's namespace, as it would have without the magic.
     assert "".join(outputs(nb, 5)[0]["text"]) == "300 helper\n"
 

@@ -170,9 +170,10 @@ class LeadlineMagics(Magics):
             raise UsageError(f"%%leadline_trace takes options only, not {o.statement!r}")
         with tempfile.TemporaryDirectory(prefix="leadline-cell-") as tmp:
             path = Path(o.output) if o.output else Path(tmp) / "cell.lead"
-            filename = self._run(
-                cell if cell is not None else o.statement, Tracer(path, TraceOptions())
-            )
+            # Each call timed by the CPU's counter: a cell runs for milliseconds, where the
+            # sampler's clock, which moves once a millisecond, would give most calls no time.
+            tracer = Tracer(path, TraceOptions(coarse_time=False))
+            filename = self._run(cell if cell is not None else o.statement, tracer)
             with Capture(path) as cap:
                 profile = analyse(cap)
                 rows = subtree_functions(profile, lambda n: cap.function(n.func).file == filename)
