@@ -7,6 +7,7 @@ shared machine; pairing the runs of a round cancels its slow and fast spells):
 
 * ``trace``: ``leadline trace`` recording every event, against the bare empty hook of the same
   kind (``bench/barehook``, the floor of any tracer);
+* ``trace-exact``: the same with ``--exact-time`` (each event timed by the CPU's counter);
 * ``run-1k``: ``leadline run`` sampling at 1 kHz, against the program alone.
 
 The program is the call-dense workload (pyperformance's richards, deltablue, go and raytrace)
@@ -75,6 +76,13 @@ def checks(python: str, out: Path) -> dict[str, Check]:
                 "trace (every event) / bare empty hook, CPU",
                 (python, str(BENCH / "run_barehook.py"), "--"),
                 trace,
+                ("barehook",),
+            ),
+            Check(
+                "trace-exact",
+                "trace --exact-time (every event, the CPU's counter) / bare empty hook, CPU",
+                (python, str(BENCH / "run_barehook.py"), "--"),
+                (*trace, "--exact-time"),
                 ("barehook",),
             ),
             Check(

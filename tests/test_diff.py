@@ -867,6 +867,24 @@ def test_disturbance_of_a_trace_from_its_calls() -> None:
     assert jump == pytest.approx(20e6, rel=0.01)
     assert rate == pytest.approx(20e6**2 * (1 - 1 / 1000) / (2000 * 1000 + 20e6), rel=0.01)
 
+    # Timed by the RSS sampler's clock (1 ms on average): 1,000 calls of 40 us each read 0 or a
+    # whole gap; the 40 that caught one make a spread that is the clock's, not a disturbance's.
+    from leadline.analyse.diff import clock_step_ns
+
+    step = clock_step_ns({"options": {"coarse_time": True, "rss_period_us": 1000}})
+    assert step == pytest.approx(1000e3 * 13 / 12)
+    assert clock_step_ns({"options": {"coarse_time": False, "rss_period_us": 1000}}) == 0
+    assert clock_step_ns({}) == 0
+    rounded = node(1000, [1_000_000] * 40 + [0] * 960)
+    rate, jump = _disturbance([rounded], step)
+    assert jump == 0
+    assert rate == pytest.approx((40 * 1e12 - 40e6**2 / 1000) / 40e6, rel=0.01)  # kept: noise
+    # the same paths read by the counter: the spread would count as one 6 ms disturbance
+    assert _disturbance([rounded])[1] == pytest.approx(6.2e6, rel=0.01)
+    # a call held 20 ms stands out of the clock's spread
+    late = node(1000, [1_000_000] * 40 + [0] * 959 + [20_000_000])
+    assert _disturbance([late], step)[1] > 15e6
+
 
 def one_line_error(r: subprocess.CompletedProcess[str]) -> str:
     assert r.returncode == 2, (r.returncode, r.stderr)

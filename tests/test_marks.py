@@ -140,10 +140,9 @@ def test_marks_in_trace_report_log_and_chrome(tmp_path: Path) -> None:
     trace = json.loads(out.read_text())["traceEvents"]
     instants = [e for e in trace if e.get("cat") == "mark" and e["ph"] == "i"]
     assert len(instants) == 5
-    assert {e["ph"] for e in trace if e.get("name") == "load" and e.get("cat") == "mark"} == {
-        "B",
-        "E",
-    }
+    # a span is a nestable async slice on its thread's own track, whatever the calls' clock
+    load = [e for e in trace if e.get("name") == "load" and e.get("cat") == "mark"]
+    assert [e["ph"] for e in load] == ["b", "e"] and load[0]["id"] == load[1]["id"], load
 
 
 def test_marks_in_a_sampling_profile(tmp_path: Path) -> None:

@@ -803,7 +803,9 @@ def test_coarse_time_totals_are_unbiased_estimates(tmp_path: Path) -> None:
     assert abs(f["main"]["incl_ns"] / 1e9 - seconds) <= 2 * max(gaps), (f["main"], seconds)
     # The report says how the times were taken.
     text = " ".join(leadline("report", cap, cwd=tmp_path, check=True).stdout.split())
-    assert "times from a clock that moves every 1.0 ms: totals are unbiased" in text, text
+    assert "times from a clock that moves every 1.0 ms on average: totals are unbiased" in text, (
+        text
+    )
 
 
 def test_exact_time_times_each_event(tmp_path: Path) -> None:
@@ -832,3 +834,9 @@ def test_exact_time_times_each_event(tmp_path: Path) -> None:
     )
     assert api.returncode == 1 and "choose one" in api.stderr, api.stderr
     assert not (tmp_path / "x.lead").exists()
+    # A sampler woken less often than every 10 ms gives the default clock up for the counter,
+    # and is refused as the clock asked for.
+    r, cap = traced(tmp_path, program, "--rss-period", "50")
+    assert r.returncode == 0 and report(cap, tmp_path)["meta"]["options"]["coarse_time"] is False
+    slow = leadline("trace", "--coarse-time", "--rss-period", "50", "-c", "pass", cwd=tmp_path)
+    assert slow.returncode == 2 and "at most 10 ms" in slow.stderr, slow.stderr

@@ -545,7 +545,7 @@ def test_header_says_when_times_came_from_the_coarse_clock(chromium: str, tmp_pa
     path = write_page(tmp_path, data)
     result = render_in_chromium(path)
     assert_clean(result, path)
-    assert "moves every 2.00 ms (the RSS sampler's)" in result.element_text("ll-header")
+    assert "moves every 2.00 ms on average (the RSS sampler's)" in result.element_text("ll-header")
     assert "Clock" not in render_in_chromium(write_page(tmp_path, make_trace())).element_text(
         "ll-header"
     )

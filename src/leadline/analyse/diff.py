@@ -341,7 +341,7 @@ def _from_trace(path: str, cap: Capture) -> Side:
         side.add(node, float(n.self_ns), n.spread("incl"), n.calls)
         side.self_var[f] = side.self_var.get(f, 0.0) + n.spread("self")
         side.calls[f] = side.calls.get(f, 0) + n.calls
-    side.rate, side.jump = _disturbance(t.nodes)
+    side.rate, side.jump = _disturbance(t.nodes, clock_step_ns(cap.meta))
     # A function's inclusive spread: that of its nodes with no caller of the same function
     # above them (a recursion's inner calls are inside the outer call's time).
     outer = side.tree.outermost(side.tree.key)
@@ -401,7 +401,7 @@ def work_signature(side: Side) -> str:
     return hashlib.blake2b(b"".join(rows), digest_size=16).hexdigest()
 
 
-def _disturbance(nodes: Iterable[Node]) -> tuple[float, float]:
+def _disturbance(nodes: Iterable[Node], step_ns: float = 0.0) -> tuple[float, float]:
     """What a trace's calls say about how much its host disturbed it: (rate, jump).
 
     A traced call's time is wall-clock time: on a busy host, a call that is preempted takes a
@@ -417,6 +417,11 @@ def _disturbance(nodes: Iterable[Node]) -> tuple[float, float]:
       most the square root of calls x the per-call variance).  Preemptions are rare and large,
       not the many small deviations a standard deviation stands for, so a change smaller than
       one of them is never beyond noise, however small the function's own spread.
+
+    A trace timed by the RSS sampler's clock (`step_ns`, see clock_step_ns) has a spread of its
+    own in every call path: a call reads the clock's gaps inside it, a variance of at most
+    `step_ns` x its time.  That stays in `rate` (it is noise of the totals like any other) and
+    is taken out of `jump`, which is about what one disturbance did to one call.
     """
     spread = time = largest = 0.0
     for n in nodes:
@@ -424,8 +429,20 @@ def _disturbance(nodes: Iterable[Node]) -> tuple[float, float]:
             v = n.spread("self")
             spread += v
             time += n.self_ns
-            largest = max(largest, v)
+            largest = max(largest, v - step_ns * n.self_ns)
     return (spread / time if time > 0 else 0.0), math.sqrt(largest)
+
+
+def clock_step_ns(meta: dict[str, Any]) -> float:
+    """E[gap^2] / E[gap] of the clock a trace's events read, in ns: 0 for the CPU's counter;
+    for the RSS sampler's clock, whose gaps are drawn evenly from half a period to one and a
+    half, 13/12 of the period (a call of time d << gap reads a whole gap with chance d / E[gap],
+    a variance of about d x E[gap^2] / E[gap])."""
+    options = meta.get("options") or {}
+    if not isinstance(options, dict) or options.get("coarse_time") is not True:
+        return 0.0
+    period_us = options.get("rss_period_us") or 1000
+    return float(period_us) * 1000.0 * 13.0 / 12.0 if isinstance(period_us, int | float) else 0.0
 
 
 def _from_foreign(path: str, prof: ForeignProfile) -> Side:

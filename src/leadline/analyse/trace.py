@@ -80,8 +80,8 @@ class Mover:
     # Its thread's count of events at its call and at its return: a call made inside it has a
     # later call and a return no later, whatever the clock (one that moves every millisecond
     # gives a call and the one it made the same times).
-    seq0: int = 0
-    seq1: int = 0
+    seq0: int
+    seq1: int
 
 
 # The memory timeline marks at most this many calls, each at least NOTABLE_SHARE of the largest

@@ -113,7 +113,8 @@ def register(sub: Any) -> None:
         type=float,
         default=1.0,
         metavar="MS",
-        help="RSS sampling period in milliseconds (default 1)",
+        help="RSS sampling period in milliseconds (default 1); also the step of the events' "
+        "clock, which above 10 ms is the CPU's counter instead",
     )
     p.add_argument(
         "--max-size",

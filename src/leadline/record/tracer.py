@@ -46,6 +46,11 @@ def parse_size(value: int | str | None) -> int | None:
     return int(size * unit)
 
 
+# The longest RSS sampling period whose clock times events by default: a clock that moves every
+# few seconds would time no call, and hold the chunks that a deadline in it hands over.
+COARSE_MAX_PERIOD_US = 10_000
+
+
 @dataclass(frozen=True)
 class TraceOptions:
     """What a trace records.  Filters decide before any work is done for an event."""
@@ -71,8 +76,11 @@ class TraceOptions:
 
     @property
     def coarse(self) -> bool:
-        """Whether events take the RSS sampler's clock."""
-        return self.memory if self.coarse_time is None else self.coarse_time
+        """Whether events take the RSS sampler's clock: by default when there is a sampler and
+        it wakes at least every COARSE_MAX_PERIOD_US."""
+        if self.coarse_time is None:
+            return self.memory and self.rss_period_us <= COARSE_MAX_PERIOD_US
+        return self.coarse_time
 
     def trigger_pages(self) -> int:
         if self.rss_trigger < 0:
@@ -91,6 +99,11 @@ class TraceOptions:
         if self.coarse_time and not self.memory:
             raise LeadlineError(
                 "coarse time is the RSS sampler's clock: a trace without memory has none"
+            )
+        if self.coarse_time and self.rss_period_us > COARSE_MAX_PERIOD_US:
+            raise LeadlineError(
+                "coarse time is the RSS sampler's clock, which moves every --rss-period: at most "
+                f"{COARSE_MAX_PERIOD_US // 1000} ms for it"
             )
         if self.previous and not self.rss_trigger:
             raise LeadlineError("--previous only makes sense with --rss-trigger")
@@ -375,7 +388,9 @@ R = TypeVar("R")
 def traced(
     path: str | os.PathLike[str] | None = None, **options: Any
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorator: trace each call of the function into `path` (overwritten per call)."""
+    """Decorator: trace each call of the function into `path` (overwritten per call).  The
+    options are `trace()`'s; for a function that runs for milliseconds, `exact_time=True` times
+    each call inside it (the default clock moves once a millisecond)."""
 
     def wrap(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)

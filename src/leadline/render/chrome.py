@@ -74,19 +74,26 @@ class ChromeTrace(Renderer[Capture]):
                     }
                 )
         serial_of = {tid: serial for serial, (tid, _ident) in cap.threads.items()}
-        phases = {MARK["MARK"]: "i", MARK["BEGIN"]: "B", MARK["END"]: "E"}
+        # Spans are nestable async slices, one track per thread (their id), not B/E slices in
+        # the thread's stack of calls: a mark reads the CPU's counter, while the calls around
+        # it may have the RSS sampler's clock, up to a period behind, and slices of the one
+        # stack must nest by their times.
+        phases = {MARK["MARK"]: "i", MARK["BEGIN"]: "b", MARK["END"]: "e"}
         for m in cap.marks:
+            tid = serial_of.get(m.tid, m.tid)
             mark: dict[str, object] = {
                 "ph": phases.get(m.kind, "i"),
                 "name": m.name,
                 "cat": "mark",
                 "pid": pid,
-                "tid": serial_of.get(m.tid, m.tid),
+                "tid": tid,
                 "ts": cap.ns(m.t) / 1000.0,
                 "args": {**m.fields, "location": m.location},
             }
             if m.kind == MARK["MARK"]:
                 mark["s"] = "t"
+            else:
+                mark["id"] = f"spans-{tid}"
             emit(mark)
         for t, v in zip(cap.timeline_t, cap.timeline_rss, strict=False):
             emit(

@@ -33,8 +33,8 @@ def header_lines(p: TraceProfile) -> list[str]:
     if options.get("coarse_time"):
         period = fmt_ns(int(options.get("rss_period_us") or 1000) * 1000)
         lines.append(
-            f"times from a clock that moves every {period}: totals are unbiased estimates, "
-            f"one call is timed to within {period} (--exact-time times each call)"
+            f"times from a clock that moves every {period} on average: totals are unbiased "
+            f"estimates, one call is timed to within {period} (--exact-time times each call)"
         )
     if p.stopped_early:
         lines.append(

@@ -232,7 +232,7 @@
     var opts = obj(meta.options);
     if (opts.coarse_time === true) {
       var period = fmtNs(num(opts.rss_period_us || 1000) * 1000);
-      fact('Clock', 'moves every ' + period + ' (the RSS sampler\'s)',
+      fact('Clock', 'moves every ' + period + ' on average (the RSS sampler\'s)',
         "A function's total time is an unbiased estimate; one call's time is to within about " +
         period + ' (trace --exact-time times each call)');
     }
