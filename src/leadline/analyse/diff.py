@@ -58,7 +58,7 @@ from .model import Stack
 from .samples import load_profile, selected
 from .stacktree import StackTree, TreePath
 from .stats import chi2_ratio, compare_runs, t_threshold
-from .trace import Node, analyse
+from .trace import Node, analyse, coarse_clock_period_ns
 
 SCHEMA_VERSION = 1
 DEFAULT_SIGMA = 4.0
@@ -438,11 +438,8 @@ def clock_step_ns(meta: dict[str, Any]) -> float:
     for the RSS sampler's clock, whose gaps are drawn evenly from half a period to one and a
     half, 13/12 of the period (a call of time d << gap reads a whole gap with chance d / E[gap],
     a variance of about d x E[gap^2] / E[gap])."""
-    options = meta.get("options") or {}
-    if not isinstance(options, dict) or options.get("coarse_time") is not True:
-        return 0.0
-    period_us = options.get("rss_period_us") or 1000
-    return float(period_us) * 1000.0 * 13.0 / 12.0 if isinstance(period_us, int | float) else 0.0
+    period = coarse_clock_period_ns(meta)
+    return 0.0 if period is None else period * 13.0 / 12.0
 
 
 def _from_foreign(path: str, prof: ForeignProfile) -> Side:

@@ -84,6 +84,18 @@ class Mover:
     seq1: int
 
 
+def coarse_clock_period_ns(meta: dict[str, Any]) -> int | None:
+    """The average step of the RSS sampler's clock when a trace's events read it
+    (`options.coarse_time`), in ns; None when they read the CPU's counter."""
+    options = meta.get("options")
+    if not isinstance(options, dict) or options.get("coarse_time") is not True:
+        return None
+    period_us = options.get("rss_period_us")
+    if isinstance(period_us, bool) or not isinstance(period_us, int) or period_us <= 0:
+        period_us = 1000
+    return period_us * 1000
+
+
 # The memory timeline marks at most this many calls, each at least NOTABLE_SHARE of the largest
 # change: the aggregator keeps the 20 that changed RSS the most, and nested calls each carry
 # their callee's growth (the program's <module>, its main(), the loader, the parser...), so

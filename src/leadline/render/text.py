@@ -7,7 +7,7 @@ from typing import IO
 from rich.table import Table
 
 from ..analyse.paths import PathNamer, base_of
-from ..analyse.trace import TraceProfile
+from ..analyse.trace import TraceProfile, coarse_clock_period_ns
 from .base import Renderer, RenderOptions, register
 from .console import make_console
 from .marks_table import print_marks
@@ -29,9 +29,9 @@ def header_lines(p: TraceProfile) -> list[str]:
         f"RSS start {fmt_bytes(p.start_rss)}  end {fmt_bytes(p.end_rss)}  "
         f"peak {fmt_bytes(p.peak_rss)}",
     ]
-    options = cap.meta.get("options") or {}
-    if options.get("coarse_time"):
-        period = fmt_ns(int(options.get("rss_period_us") or 1000) * 1000)
+    step = coarse_clock_period_ns(cap.meta)
+    if step is not None:
+        period = fmt_ns(step)
         lines.append(
             f"times from a clock that moves every {period} on average: totals are unbiased "
             f"estimates, one call is timed to within {period} (--exact-time times each call)"
