@@ -9,6 +9,7 @@ import json
 import math
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import htmlpage
@@ -871,10 +872,16 @@ def test_disturbance_of_a_trace_from_its_calls() -> None:
     # whole gap; the 40 that caught one make a spread that is the clock's, not a disturbance's.
     from leadline.analyse.diff import clock_step_ns
 
-    step = clock_step_ns({"options": {"coarse_time": True, "rss_period_us": 1000}})
+    def trace(options: dict[str, Any], end: dict[str, Any] | None = None) -> Any:
+        return SimpleNamespace(meta={"options": options}, end=end, ns=lambda t: t)
+
+    step = clock_step_ns(trace({"coarse_time": True, "rss_period_us": 1000}))
     assert step == pytest.approx(1000e3 * 13 / 12)
-    assert clock_step_ns({"options": {"coarse_time": False, "rss_period_us": 1000}}) == 0
-    assert clock_step_ns({}) == 0
+    assert clock_step_ns(trace({"coarse_time": True}, {"coarse_from": 20_000_000})) == step
+    # A program that ended while the events still read the counter: every call timed.
+    assert clock_step_ns(trace({"coarse_time": True}, {"coarse_from": None})) == 0
+    assert clock_step_ns(trace({"coarse_time": False, "rss_period_us": 1000})) == 0
+    assert clock_step_ns(SimpleNamespace(meta={}, end=None)) == 0
     rounded = node(1000, [1_000_000] * 40 + [0] * 960)
     rate, jump = _disturbance([rounded], step)
     assert jump == 0

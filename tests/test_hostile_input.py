@@ -361,6 +361,7 @@ BAD_END: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("thread name number", lambda e: {**e, "threads": {"1": 7}}),
     ("thread_tids nested", lambda e: {**e, "thread_tids": {"1": {"name": "x"}}}),
     ("missed float", lambda e: {**e, "missed": 1.5}),
+    ("coarse_from text", lambda e: {**e, "coarse_from": "soon"}),
     ("locals not a list", lambda e: {**e, "locals": {"x": "1"}}),
     ("local without repr", lambda e: {**e, "locals": [{"serial": 1, "frame": 0, "name": "x"}]}),
     (

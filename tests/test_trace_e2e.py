@@ -781,14 +781,20 @@ def test_coarse_time_totals_are_unbiased_estimates(tmp_path: Path) -> None:
     assert data["meta"]["options"]["coarse_time"] is True
     f = funcs(data)
     assert f["short"]["calls"] == 6000 and f["longer"]["calls"] == 2000
-    rows = [row for row in log_rows(cap, tmp_path) if row["function"] in ("short", "longer")]
+    # The first 20 periods read the counter (test_a_short_program_is_timed_call_by_call).
+    since = data["summary"]["coarse_clock"]["from_ns"] / 1e9
+    rows = [
+        row
+        for row in log_rows(cap, tmp_path)
+        if row["function"] in ("short", "longer") and row["clock"] >= since
+    ]
     clocks = sorted({row["clock"] for row in rows})
     # The clock is the sampler's: a few hundred values for 16,000 events, not one per event.
     # Its wake-ups are due half a period to one and a half apart (1 ms on average), so there
     # are at most as many values as half-milliseconds, and they are 1 ms apart on average or
     # more (a late wake-up, or two with no event between them, make a gap longer).
     seconds = truth["main"]
-    assert len(clocks) <= seconds / 0.0005 + 2, (len(clocks), seconds)
+    assert len(clocks) <= (seconds - since) / 0.0005 + 3, (len(clocks), seconds, since)
     assert len(clocks) < len(rows) / 20, (len(clocks), len(rows))
     gaps = [b - a for a, b in itertools.pairwise(clocks)]
     assert sum(gaps) / len(gaps) >= 0.0009, (sum(gaps) / len(gaps), len(gaps))
@@ -803,9 +809,54 @@ def test_coarse_time_totals_are_unbiased_estimates(tmp_path: Path) -> None:
     assert abs(f["main"]["incl_ns"] / 1e9 - seconds) <= 2 * max(gaps), (f["main"], seconds)
     # The report says how the times were taken.
     text = " ".join(leadline("report", cap, cwd=tmp_path, check=True).stdout.split())
-    assert "times from a clock that moves every 1.0 ms on average: totals are unbiased" in text, (
-        text
-    )
+    assert "then a clock that moves every 1.0 ms on average: totals are unbiased" in text, text
+
+
+def test_a_short_program_is_timed_call_by_call(tmp_path: Path) -> None:
+    """The default clock reads the CPU's counter for the RSS sampler's first 20 periods, then the
+    sampler's: a program shorter than that has every call timed (a program of a millisecond
+    would otherwise have no time at all in one run of three), a longer one pays for the counter
+    only at its start, and the capture says when the clock changed."""
+    short = """
+        def f():
+            return sum(range(50))
+        for _ in range(200):
+            f()
+        """
+    r, cap = traced(tmp_path, short)
+    assert r.returncode == 0, r.stderr
+    data = report(cap, tmp_path)
+    assert data["meta"]["options"]["coarse_time"] is True
+    assert data["summary"]["coarse_clock"] is None
+    clocks = [row["clock"] for row in log_rows(cap, tmp_path) if row["function"] == "f"]
+    assert len(clocks) == 400 and len(set(clocks)) > 390, len(set(clocks))
+    assert funcs(data)["f"]["incl_ns"] > 0
+    assert "clock that moves every" not in leadline("report", cap, cwd=tmp_path).stdout
+    # 100 ms of calls: the counter until a wake-up at least 20 ms in, the sampler's after it.
+    long = """
+        import time
+        def f():
+            return sum(range(50))
+        end = time.perf_counter() + 0.1
+        while time.perf_counter() < end:
+            f()
+        """
+    r, cap = traced(tmp_path, long)
+    assert r.returncode == 0, r.stderr
+    data = report(cap, tmp_path)
+    since = data["summary"]["coarse_clock"]["from_ns"] / 1e9
+    assert data["summary"]["coarse_clock"]["period_ns"] == 1_000_000
+    assert 0.019 <= since <= data["summary"]["duration_ns"] / 1e9, since
+    rows = [row["clock"] for row in log_rows(cap, tmp_path) if row["function"] == "f"]
+    before = [c for c in rows if c < since]
+    after = [c for c in rows if c >= since]
+    distinct = len(set(before))
+    assert len(before) > 100 and distinct > 0.95 * len(before), (len(before), distinct)
+    # after it, at most one value per half period (and one for a thread held at its last read)
+    last = max(after)
+    assert len(after) > 1000 and len(set(after)) <= (last - since) / 0.0005 + 3, len(set(after))
+    text = " ".join(leadline("report", cap, cwd=tmp_path, check=True).stdout.split())
+    assert f"times from the CPU's counter for the first {since * 1e3:.1f} ms, then a clock" in text
 
 
 def test_exact_time_times_each_event(tmp_path: Path) -> None:

@@ -541,11 +541,16 @@ def test_incomplete_capture_warns(chromium: str, tmp_path: Path) -> None:
 
 def test_header_says_when_times_came_from_the_coarse_clock(chromium: str, tmp_path: Path) -> None:
     data = make_trace()
-    data["meta"]["options"] = {"coarse_time": True, "rss_period_us": 2000}
+    data["summary"]["coarse_clock"] = {"period_ns": 2_000_000, "from_ns": 0}
     path = write_page(tmp_path, data)
     result = render_in_chromium(path)
     assert_clean(result, path)
-    assert "moves every 2.00 ms on average (the RSS sampler's)" in result.element_text("ll-header")
+    header = result.element_text("ll-header")
+    assert "one that moves every 2.00 ms on average (the RSS sampler's)" in header, header
+    assert "counter" not in header, header
+    data["summary"]["coarse_clock"] = {"period_ns": 1_000_000, "from_ns": 20_300_000}
+    header = render_in_chromium(write_page(tmp_path, data)).element_text("ll-header")
+    assert "the CPU's counter for the first 20.3 ms, then one that moves every 1.00 ms" in header
     assert "Clock" not in render_in_chromium(write_page(tmp_path, make_trace())).element_text(
         "ll-header"
     )

@@ -6,6 +6,7 @@ from typing import Any, Final
 
 CLOCK: Final[str]  # "tsc" or "monotonic"
 MONITORING: Final[int]  # 1 when the tracer uses sys.monitoring (Python 3.12+)
+COARSE_WARMUP_PERIODS: Final[int]  # a trace's first RSS periods read the counter
 FORMAT_MAJOR: Final[int]
 FORMAT_MINOR: Final[int]
 # Name -> number of each chunk kind, event kind, tracer hook kind and mark kind (leadline.h).
@@ -74,8 +75,8 @@ class Session:
     def hook(self, kind: int, /) -> Callable[..., Any]: ...
     def install_profile(self) -> None: ...
     def finish(self) -> dict[str, Any]:
-        """Stops sampling: {ticks, samples, missed, torn, deferred, retried, truncated,
-        sampler_cpu_ns, t_end, reads, tick_ns, stacks, functions, processes, exit_t}."""
+        """Stops recording: {events, encoded, t_start, t_end, tick_ns, threads, functions,
+        hook_replaced, coarse_from}."""
     def close(self, end: EndPayload | None = ..., /) -> dict[str, Any]: ...
 
 class Aggregator:

@@ -30,7 +30,7 @@
 
 /* ---- capture format constants (docs/format.md) ---- */
 #define LL_FORMAT_MAJOR 1
-#define LL_FORMAT_MINOR 8
+#define LL_FORMAT_MINOR 9
 
 /* Each list below exists once: the C code uses its enum, and the module exports it to Python
  * as a dict of name -> number (CHUNK_KINDS, EVENT_KINDS, MARK_KINDS), so nothing is copied. */
@@ -254,6 +254,10 @@ typedef struct {
     uint64_t rss_pages; /* published by the sampler; read with relaxed atomics */
     uint64_t now_ticks; /* ll_ticks() at the sampler's last wake-up, never decreasing: the
                          * clock of a trace with coarse_time (published like rss_pages) */
+    int coarse;         /* events read now_ticks, not the counter; set once by the sampler at
+                         * its first wake-up after coarse_after (read with relaxed atomics) */
+    uint64_t coarse_after; /* ll_ticks() from which the events take now_ticks; 0: never */
+    uint64_t coarse_from;  /* now_ticks when coarse was set; 0 while it is not */
     unsigned period_us;
     pthread_t thread;
     pid_t tid; /* the sampler thread's kernel id, set by the thread */
@@ -264,7 +268,12 @@ typedef struct {
     LLWriter *w;
 } LLRss;
 
-int ll_rss_start(LLRss *r, LLWriter *w, unsigned period_us);
+/* coarse_after: ticks from the start after which the events of a trace take the sampler's
+ * clock (0: they never do) */
+int ll_rss_start(LLRss *r, LLWriter *w, unsigned period_us, uint64_t coarse_after);
+/* A trace with coarse_time reads the counter for its first this many RSS periods (20 ms by
+ * default): a short program is timed call by call, a long one pays for the counter briefly. */
+#define LL_COARSE_WARMUP_PERIODS 20
 void ll_rss_stop(LLRss *r); /* joins the sampler and queues its last timeline chunk */
 void ll_rss_pause(LLRss *r);
 int ll_rss_resume(LLRss *r);
@@ -274,6 +283,9 @@ static inline uint64_t ll_rss_published(LLRss *r) {
 }
 static inline uint64_t ll_rss_now(LLRss *r) {
     return __atomic_load_n(&r->now_ticks, __ATOMIC_RELAXED);
+}
+static inline int ll_rss_coarse(LLRss *r) {
+    return __atomic_load_n(&r->coarse, __ATOMIC_RELAXED);
 }
 void ll_rss_publish_now(LLRss *r, uint64_t t); /* now_ticks = max(now_ticks, t) */
 

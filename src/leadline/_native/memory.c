@@ -90,6 +90,12 @@ static void *sampler_main(void *arg) {
         uint64_t v = ll_rss_read_exact(r);
         uint64_t t = ll_ticks();
         ll_rss_publish_now(r, t);
+        if (r->coarse_after && t >= r->coarse_after && !r->coarse) {
+            /* From here the events take this clock.  One that read the counter a moment ago
+             * is ahead of it: its thread's next times are held at its last (tracer.c). */
+            r->coarse_from = ll_rss_now(r);
+            __atomic_store_n(&r->coarse, 1, __ATOMIC_RELEASE);
+        }
         if (v != last) {
             timeline_add(r, t, v);
             last = v;
@@ -114,7 +120,7 @@ static void *sampler_main(void *arg) {
     return NULL;
 }
 
-int ll_rss_start(LLRss *r, LLWriter *w, unsigned period_us) {
+int ll_rss_start(LLRss *r, LLWriter *w, unsigned period_us, uint64_t coarse_after) {
     memset(r, 0, sizeof *r);
     r->w = w;
     r->period_us = period_us ? period_us : 1000;
@@ -124,6 +130,7 @@ int ll_rss_start(LLRss *r, LLWriter *w, unsigned period_us) {
     ll_rss_read_exact(r);
     uint64_t t = ll_ticks();
     ll_rss_publish_now(r, t);
+    if (coarse_after) r->coarse_after = t + coarse_after;
     timeline_add(r, t, ll_rss_published(r));
     r->running = 1;
     int err = ll_thread_start(&r->thread, sampler_main, r);

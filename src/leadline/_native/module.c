@@ -94,6 +94,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddObjectRef(m, "Journal", (PyObject *)&LLJournal_Type) < 0 ||
         PyModule_AddStringConstant(m, "CLOCK", LL_CLOCK_NAME) < 0 ||
         PyModule_AddIntConstant(m, "MONITORING", LL_HAVE_MONITORING) < 0 ||
+        PyModule_AddIntConstant(m, "COARSE_WARMUP_PERIODS", LL_COARSE_WARMUP_PERIODS) < 0 ||
         PyModule_AddIntConstant(m, "FORMAT_MAJOR", LL_FORMAT_MAJOR) < 0 ||
         PyModule_AddIntConstant(m, "FORMAT_MINOR", LL_FORMAT_MINOR) < 0 ||
         ADD_KINDS(m, "CHUNK_KINDS", LL_CHUNK_KIND_LIST) < 0 ||

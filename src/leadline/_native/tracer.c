@@ -115,7 +115,6 @@ typedef struct LLSession {
     int c_calls;
     int previous;
     int exact_rss;
-    int coarse_time; /* events take the RSS sampler's published clock, not the TSC */
     int64_t trigger_pages;
     int64_t max_depth;
     uint64_t flush_ticks;
@@ -150,11 +149,13 @@ static uint64_t session_gen;              /* guarded by ll_global_lock */
 
 /* ---- emitting events ---- */
 
-/* An event's time: the CPU's time-stamp counter, or with coarse_time the clock the RSS sampler
- * publishes at each wake-up (a load from the line that holds the RSS; the counter's read takes
- * about 10 ns back to back, most of it hidden by the processor in a hook: 1.5 ns an event). */
+/* An event's time: the CPU's time-stamp counter, or with coarse_time, after the first
+ * LL_COARSE_WARMUP_PERIODS of the RSS sampler, the clock it publishes at each wake-up (a load
+ * from the line that holds the RSS; the counter's read takes 10-22 ns back to back, and in a
+ * hook that does little else the processor hides only part of it).  A program shorter than the
+ * warm-up is timed call by call, at little cost to a long one. */
 static inline __attribute__((always_inline)) uint64_t session_now(LLSession *s) {
-    return s->coarse_time ? ll_rss_now(&s->rss) : ll_ticks();
+    return ll_rss_coarse(&s->rss) ? ll_rss_now(&s->rss) : ll_ticks();
 }
 
 /* Queues what a thread has recorded so far for the writer. */
@@ -944,7 +945,6 @@ static PyObject *session_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     s->c_calls = c_calls;
     s->previous = previous;
     s->exact_rss = exact_rss;
-    s->coarse_time = coarse_time;
     s->trigger_pages = trigger > 0 ? trigger : 0;
     s->max_depth = max_depth > 0 ? max_depth : 0;
     s->strings = PyDict_New();
@@ -965,7 +965,12 @@ static PyObject *session_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     ll_writer_put(&s->w, LL_CHUNK_META, meta.buf, (size_t)meta.len);
     PyBuffer_Release(&meta);
     /* A period of 0: no RSS is read (a record of calls and time alone: no thread for it). */
-    err = period ? ll_rss_start(&s->rss, &s->w, period) : 0;
+    uint64_t warmup = 0;
+    if (coarse_time) {
+        warmup = (uint64_t)((double)period * 1000.0 * LL_COARSE_WARMUP_PERIODS / s->tick_ns);
+        if (!warmup) warmup = 1;
+    }
+    err = period ? ll_rss_start(&s->rss, &s->w, period, warmup) : 0;
     if (err) {
         errno = err;
         Py_DECREF(s);
@@ -1085,10 +1090,11 @@ static PyObject *session_finish(PyObject *self, PyObject *unused) {
     double tick_ns = s->tick_ns;
     if (t_end > s->t_start && mono_end - s->mono_start > 50000000u)
         tick_ns = (double)(mono_end - s->mono_start) / (double)(t_end - s->t_start);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:i}", "events", events, "encoded",
+    /* coarse_from: when the events began to take the sampler's clock (0: they never did) */
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:i,s:K}", "events", events, "encoded",
                          recorded, "t_start", s->t_start, "t_end", t_end, "tick_ns", tick_ns,
                          "threads", s->next_thread, "functions", s->next_func, "hook_replaced",
-                         replaced);
+                         replaced, "coarse_from", s->rss.coarse_from);
 }
 
 /* close([end]): drains the writer, writes END (bytes, or a callable that makes them from the

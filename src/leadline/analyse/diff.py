@@ -58,7 +58,7 @@ from .model import Stack
 from .samples import load_profile, selected
 from .stacktree import StackTree, TreePath
 from .stats import chi2_ratio, compare_runs, t_threshold
-from .trace import Node, analyse, coarse_clock_period_ns
+from .trace import Node, analyse, coarse_clock
 
 SCHEMA_VERSION = 1
 DEFAULT_SIGMA = 4.0
@@ -341,7 +341,7 @@ def _from_trace(path: str, cap: Capture) -> Side:
         side.add(node, float(n.self_ns), n.spread("incl"), n.calls)
         side.self_var[f] = side.self_var.get(f, 0.0) + n.spread("self")
         side.calls[f] = side.calls.get(f, 0) + n.calls
-    side.rate, side.jump = _disturbance(t.nodes, clock_step_ns(cap.meta))
+    side.rate, side.jump = _disturbance(t.nodes, clock_step_ns(cap))
     # A function's inclusive spread: that of its nodes with no caller of the same function
     # above them (a recursion's inner calls are inside the outer call's time).
     outer = side.tree.outermost(side.tree.key)
@@ -433,13 +433,15 @@ def _disturbance(nodes: Iterable[Node], step_ns: float = 0.0) -> tuple[float, fl
     return (spread / time if time > 0 else 0.0), math.sqrt(largest)
 
 
-def clock_step_ns(meta: dict[str, Any]) -> float:
+def clock_step_ns(cap: Capture) -> float:
     """E[gap^2] / E[gap] of the clock a trace's events read, in ns: 0 for the CPU's counter;
     for the RSS sampler's clock, whose gaps are drawn evenly from half a period to one and a
     half, 13/12 of the period (a call of time d << gap reads a whole gap with chance d / E[gap],
-    a variance of about d x E[gap^2] / E[gap])."""
-    period = coarse_clock_period_ns(meta)
-    return 0.0 if period is None else period * 13.0 / 12.0
+    a variance of about d x E[gap^2] / E[gap]).  A trace whose first periods read the counter
+    is taken at the sampler's step throughout: the step only bounds what is taken out of the
+    largest single disturbance."""
+    clock = coarse_clock(cap)
+    return 0.0 if clock is None else clock.period_ns * 13.0 / 12.0
 
 
 def _from_foreign(path: str, prof: ForeignProfile) -> Side:

@@ -84,16 +84,32 @@ class Mover:
     seq1: int
 
 
-def coarse_clock_period_ns(meta: dict[str, Any]) -> int | None:
-    """The average step of the RSS sampler's clock when a trace's events read it
-    (`options.coarse_time`), in ns; None when they read the CPU's counter."""
-    options = meta.get("options")
+@dataclass(frozen=True)
+class CoarseClock:
+    """The RSS sampler's clock, when a trace's events read it (`options.coarse_time`)."""
+
+    period_ns: int  # its average step
+    from_ns: int  # since the start of recording; before it each event read the CPU's counter
+
+
+def coarse_clock(cap: Capture) -> CoarseClock | None:
+    """The clock a trace's events read from some moment on, or None when every event read the
+    CPU's counter: `--exact-time`, or a program that ended in the counter's first
+    COARSE_WARMUP_PERIODS (END's `coarse_from` null).  A capture with no `coarse_from` (an older
+    writer's, or one with no END) is taken to read the sampler's clock from the start."""
+    options = cap.meta.get("options")
     if not isinstance(options, dict) or options.get("coarse_time") is not True:
         return None
+    from_ns = 0
+    if cap.end and "coarse_from" in cap.end:
+        start = cap.end["coarse_from"]
+        if start is None:
+            return None
+        from_ns = max(0, cap.ns(start))
     period_us = options.get("rss_period_us")
     if isinstance(period_us, bool) or not isinstance(period_us, int) or period_us <= 0:
         period_us = 1000
-    return period_us * 1000
+    return CoarseClock(period_us * 1000, from_ns)
 
 
 # The memory timeline marks at most this many calls, each at least NOTABLE_SHARE of the largest
@@ -309,6 +325,11 @@ def _fields(obj: object, names: tuple[str, ...]) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in names}
 
 
+def _coarse_clock_json(cap: Capture) -> dict[str, int] | None:
+    clock = coarse_clock(cap)
+    return None if clock is None else {"period_ns": clock.period_ns, "from_ns": clock.from_ns}
+
+
 def to_json(p: TraceProfile, limit: int | None = None, sort: str = "incl") -> dict[str, Any]:
     """The report's machine form; its schema is documented in docs/report-json.md."""
     cap = p.capture
@@ -326,6 +347,7 @@ def to_json(p: TraceProfile, limit: int | None = None, sort: str = "incl") -> di
             **_fields(p, _RSS_FIELDS),
             "unmatched_returns": p.unmatched,
             "capture_bytes": cap.size,
+            "coarse_clock": _coarse_clock_json(cap),
         },
         "functions": [
             {

@@ -233,6 +233,8 @@ END_FIELDS: dict[str, Check] = {
     "events": _uint,
     "recorded": _uint,
     "dropped_chunks": _uint,
+    # the tick from which a trace's events read the RSS sampler's clock; null: never (1.9)
+    "coarse_from": _optional(_uint),
     # sampling
     **dict.fromkeys((*SAMPLER_COUNTERS, "samples", "samples_lost", "exit_t"), _uint),
     # every read's GIL state by thread serial: held, waiting, neither (format 1.3)

@@ -303,6 +303,8 @@ class Tracer(Recorder):
             "events": counters["events"],
             "recorded": written["events_written"],
             "lost": written["events_lost"],
+            # when the events began to read the RSS sampler's clock (None: they never did)
+            "coarse_from": counters["coarse_from"] or None,
         }
 
     def _finished(self) -> None:

@@ -7,7 +7,7 @@ from typing import IO
 from rich.table import Table
 
 from ..analyse.paths import PathNamer, base_of
-from ..analyse.trace import TraceProfile, coarse_clock_period_ns
+from ..analyse.trace import TraceProfile, coarse_clock
 from .base import Renderer, RenderOptions, register
 from .console import make_console
 from .marks_table import print_marks
@@ -29,12 +29,18 @@ def header_lines(p: TraceProfile) -> list[str]:
         f"RSS start {fmt_bytes(p.start_rss)}  end {fmt_bytes(p.end_rss)}  "
         f"peak {fmt_bytes(p.peak_rss)}",
     ]
-    step = coarse_clock_period_ns(cap.meta)
-    if step is not None:
-        period = fmt_ns(step)
+    clock = coarse_clock(cap)
+    if clock is not None:
+        period = fmt_ns(clock.period_ns)
+        warmup = (
+            f"the CPU's counter for the first {fmt_ns(clock.from_ns)}, then "
+            if clock.from_ns
+            else ""
+        )
         lines.append(
-            f"times from a clock that moves every {period} on average: totals are unbiased "
-            f"estimates, one call is timed to within {period} (--exact-time times each call)"
+            f"times from {warmup}a clock that moves every {period} on average: totals are "
+            f"unbiased estimates, one call is timed to within {period} (--exact-time times each "
+            "call)"
         )
     if p.stopped_early:
         lines.append(

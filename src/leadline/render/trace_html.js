@@ -229,10 +229,12 @@
     var fact = LL.facts();
     fact('Python', str(meta.python_version) || '?');
     fact('Duration', fmtNs(summary.duration_ns));
-    var opts = obj(meta.options);
-    if (opts.coarse_time === true) {
-      var period = fmtNs(num(opts.rss_period_us || 1000) * 1000);
-      fact('Clock', 'moves every ' + period + ' on average (the RSS sampler\'s)',
+    var clock = summary.coarse_clock;
+    if (clock && typeof clock === 'object') {
+      var period = fmtNs(num(clock.period_ns));
+      var from = num(clock.from_ns);
+      fact('Clock', (from > 0 ? "the CPU's counter for the first " + fmtNs(from) + ', then ' : '') +
+        'one that moves every ' + period + ' on average (the RSS sampler\'s)',
         "A function's total time is an unbiased estimate; one call's time is to within about " +
         period + ' (trace --exact-time times each call)');
     }
