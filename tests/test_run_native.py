@@ -111,7 +111,7 @@ products(numpy.random.default_rng(1).random((300, 300)))
 
 def test_run_native_in_numpys_matrix_product(tmp_path: Path) -> None:
     pytest.importorskip("numpy")
-    native, _ = run_native(tmp_path, NUMPY, "--native")
+    native, end = run_native(tmp_path, NUMPY, "--native")
     line = line_of(textwrap.dedent(NUMPY), "a @ a")
     in_products = [s for s in native if ("products", line) in python_frames(s)]
     assert len(in_products) > 100, len(native)
@@ -120,7 +120,12 @@ def test_run_native_in_numpys_matrix_product(tmp_path: Path) -> None:
         py = next(i for i, f in enumerate(s) if f[0] == "py")
         assert s[py][2:] == ("products", line) or py == 0, s  # C frames: of that line
         numpy_c += any("_multiarray_umath" in f[1] or "blas" in f[1].lower() for f in s[:py])
-    assert numpy_c > 0.8 * len(in_products), (numpy_c, len(in_products))
+    # Of the samples whose C stack was read, as in the zlib test: a thread kept off a CPU on a
+    # busy machine does not answer its park in time (beside two CPU hogs, 311 of 406 samples
+    # had numpy's frames).
+    unread = end["native_unread"]
+    assert isinstance(unread, int) and unread < 0.5 * len(native), end
+    assert numpy_c > 0.8 * (len(in_products) - unread), (numpy_c, len(in_products), unread)
 
 
 RE = """
