@@ -95,8 +95,9 @@ class CoarseClock:
 def coarse_clock(cap: Capture) -> CoarseClock | None:
     """The clock a trace's events read from some moment on, or None when every event read the
     CPU's counter: `--exact-time`, or a program that ended in the counter's first
-    COARSE_WARMUP_PERIODS (END's `coarse_from` null).  A capture with no `coarse_from` (an older
-    writer's, or one with no END) is taken to read the sampler's clock from the start."""
+    `_native.COARSE_WARMUP_PERIODS` periods (END's `coarse_from` null).  A capture with no
+    `coarse_from` (an older writer's, or one with no END) is taken to read the sampler's clock
+    from the start."""
     options = cap.meta.get("options")
     if not isinstance(options, dict) or options.get("coarse_time") is not True:
         return None
