@@ -3,6 +3,7 @@ through the real CLI on captures, pprof files and collapsed stacks of real runs.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -21,17 +22,18 @@ from leadline.analyse.diff import (
     Func,
     Settings,
     Side,
-    _row_spread,
     compare,
     fail_reasons,
+    fleet_side,
     match_functions,
     module_path,
     parse_per,
 )
-from leadline.analyse.model import Frame, SampleProfile, Stack, Thread
+from leadline.analyse.model import Frame, SampleProfile, Stack, Thread, row_spread
 from leadline.capture.foreign import parse_frame_label, read_collapsed, read_pprof
 from leadline.capture.reader import Capture
 from leadline.errors import LeadlineError
+from leadline.fleet.pyroscope import FLEET_CPU_METRICS, FleetQuery, parse_fleet_url
 from leadline.render.base import RenderOptions, get_renderer, renderers
 from leadline.render.encode import to_collapsed, to_pprof
 
@@ -83,16 +85,71 @@ def test_a_stacks_weight_varies_as_the_reads_it_came_from() -> None:
     # 60 records of 0.26 ms, all but one weight given to that one read: it is one draw of
     # 15.6 ms, not 60 of 0.26.
     given = Stack((), 1, samples=60, cpu_ns=15_600_000, cpu_sq=60 * 260_000.0**2, reads=1)
-    assert _row_spread(given, 15.6e6, given.cpu_sq, idle=False) == 15.6e6**2
+    assert row_spread(given, 15.6e6, given.cpu_sq, idle=False) == 15.6e6**2
     # Every record a read: the records' own squares.
     reads = Stack((), 1, samples=60, cpu_ns=15_600_000, cpu_sq=60 * 260_000.0**2, reads=60)
-    assert _row_spread(reads, 15.6e6, reads.cpu_sq, idle=False) == 60 * 260_000.0**2
+    assert row_spread(reads, 15.6e6, reads.cpu_sq, idle=False) == 60 * 260_000.0**2
     # Reads that found the thread idle are no evidence of where its time went (unless asked).
     idle = Stack((), 1, samples=4, idle=2, cpu_ns=4_000_000, reads=4, idle_reads=2)
-    assert _row_spread(idle, 4e6, 4e12, idle=False) == 8e12
-    assert _row_spread(idle, 4e6, 4e12, idle=True) == 4e12
+    assert row_spread(idle, 4e6, 4e12, idle=False) == 8e12
+    assert row_spread(idle, 4e6, 4e12, idle=True) == 4e12
     # No read at all (weight given to a stack read at an idle moment): one draw.
-    assert _row_spread(Stack((), 1, samples=3, cpu_ns=3), 3.0, 3.0, idle=False) == 9.0
+    assert row_spread(Stack((), 1, samples=3, cpu_ns=3), 3.0, 3.0, idle=False) == 9.0
+
+
+def agent_push(stacks: list[Stack]) -> SampleProfile:
+    """What the fleet agent folds from one period: cpu mode, 100 Hz, functions a and b."""
+    return SampleProfile(
+        mode="cpu", rate_hz=100.0, duration_ns=10**9, start_unix_ns=0, samples=40, ticks=100,
+        missed=0, torn=0, memory=False, threads=[Thread(1, 7, 7, "MainThread")],
+        frames=[Frame("a", "svc.py", 3, 1), Frame("b", "svc.py", 9, 7)], stacks=stacks,
+    )  # fmt: skip
+
+
+def test_a_fleet_side_is_as_sure_as_the_reads_the_agent_pushed() -> None:
+    """The agent pushes each stack's spread (cpu_spread) beside its CPU time and records; the
+    fleet side's noise is that spread, at least what the records give (pushes without one)."""
+    ms = 1_000_000
+    push = agent_push([
+        # 100 ms from two fair reads of 50 ms (a busy machine), written as 10 records...
+        Stack((0,), 1, samples=10, cpu_ns=100 * ms, cpu_sq=10 * (10.0 * ms) ** 2, reads=2),
+        # ...and 100 ms from ten reads of 10 ms each.
+        Stack((1,), 1, samples=10, cpu_ns=100 * ms, cpu_sq=10 * (10.0 * ms) ** 2, reads=10),
+    ])  # fmt: skip
+    answers = {m: gzip.decompress(to_pprof(push, (m,), ())) for m in FLEET_CPU_METRICS}
+
+    def fetch(q: FleetQuery) -> bytes:
+        metric = {"cpu": "cpu", "samples": "samples", "cpu_spread": "cpu_spread"}
+        return answers[metric[q.profile_type.split(":")[1]]]  # type: ignore[index]
+
+    query = parse_fleet_url("pyroscope://127.0.0.1:4040/svc?from=now-10m")
+    side = fleet_side(query, fetch)
+    assert side.total == 200 * ms and side.squares
+    var = {side.funcs[side.tree.key[n]].name: v for n, v in enumerate(side.node_var) if n}
+    assert var == {
+        "a": pytest.approx(2 * (50.0 * ms) ** 2),
+        "b": pytest.approx(10 * (10.0 * ms) ** 2),
+    }
+    assert side.quantum == pytest.approx((5e15 + 1e15) / (200 * ms))  # 30 ms, not 10
+
+    # An older agent's pushes (no spread) or another profiler's: one record, one read.
+    del answers["cpu_spread"]
+
+    def without_spread(q: FleetQuery) -> bytes:
+        if ":cpu_spread:" in q.profile_type:
+            raise LeadlineError("no such profile type")
+        return fetch(q)
+
+    side = fleet_side(query, without_spread)
+    assert not side.squares and side.quantum == pytest.approx(10 * ms)
+
+    # A hostile server's negative spread is none: each stack keeps what its records give it.
+    negative = [dataclasses.replace(st, rss_bytes=-(10**12)) for st in push.stacks]
+    answers["cpu_spread"] = gzip.decompress(
+        to_pprof(dataclasses.replace(push, stacks=negative, memory=True), ("memory",), ())
+    )
+    side = fleet_side(query, fetch)
+    assert side.quantum == pytest.approx(10 * ms)
 
 
 def test_a_function_missing_from_a_side_is_as_unsure_as_that_sides_reads() -> None:

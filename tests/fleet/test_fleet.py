@@ -21,8 +21,9 @@ from ingest_peers import Peer, agent_summary
 from pyroscope_server import PyroscopeServer
 from support import ALTERNATING
 
+from leadline.analyse.model import SPREAD_UNIT
 from leadline.capture.foreign import read_pprof
-from leadline.fleet.pyroscope import parse_fleet_url, select_merge_profile
+from leadline.fleet.pyroscope import CPU_TYPE, companion_type, parse_fleet_url, select_merge_profile
 
 pytestmark = pytest.mark.fleet
 
@@ -238,16 +239,24 @@ def test_token_over_tls(server: PyroscopeServer, tmp_path: Path) -> None:
 @pytest.mark.statistical
 def test_fleet_diff_names_the_slowed_function(server: PyroscopeServer, tmp_path: Path) -> None:
     program(tmp_path)
+    # A service of its own each attempt: a second attempt must not merge the first one's
+    # profiles (its functions, in another folder, are other functions) into its sides.
+    service = f"fleet-diff-{tmp_path.name}"
+    # At 1 kHz: on a busy machine most reads are set aside and a few fair ones carry the time
+    # (docs/run.md).  At the default 100 Hz, beside three CPU hogs, a 4 s run had 20 to 100
+    # fair reads' worth of evidence, slow_part's share moved by 10 to 15 points between
+    # identical runs, and the 36-point change was within noise in 2 of 6 first attempts (3.15);
+    # at 1 kHz (3.11, three hogs) 450 to 2,000 reads' worth, every share within 2.5 points.
     for version, slow in (("1", "1"), ("2", "5")):
         r = subprocess.run(
-            push_cmd(server.url, "fleet-diff", "--label", f"version={version}"),
+            push_cmd(server.url, service, "--label", f"version={version}", "--rate", "1000"),
             cwd=tmp_path, env=env_with(tmp_path, SECONDS="4", SLOW=slow),
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert r.returncode == 0, r.stderr
     host = server.url.split("://", 1)[1]
-    base = f"pyroscope://{host}/fleet-diff?version=1&from=now-10m"
-    new = f"pyroscope://{host}/fleet-diff?version=2&from=now-10m"
+    base = f"pyroscope://{host}/{service}?version=1&from=now-10m"
+    new = f"pyroscope://{host}/{service}?version=2&from=now-10m"
     r = subprocess.run(
         [sys.executable, "-m", "leadline", "diff", base, new, "--json"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
@@ -259,13 +268,22 @@ def test_fleet_diff_names_the_slowed_function(server: PyroscopeServer, tmp_path:
     assert first["name"] == "slow_part" and first["rank"] == 1, doc["functions"][:3]
     assert first["sig_self"] == 1 and doc["summary"]["grew"] >= 1
     assert first["new_self"] > 1.5 * first["base_self"]  # about a third of the time -> 3/4
+    # Its noise is the spread the agent pushed beside the CPU time: at least what the records
+    # alone would give (the sample count's), and what the server holds for the side.
+    side = fleet(server, service, "&version=1", ptype="cpu")
+    spread = fleet(server, service, "&version=1", ptype=companion_type(CPU_TYPE, "cpu_spread"))
+    records = total(fleet(server, service, "&version=1"))
+    cpu_ns = sum(w for _, w in side.stacks)
+    assert total(spread) > 0
+    assert doc["base"]["quantum"] >= cpu_ns / records * 0.999
+    assert doc["base"]["quantum"] >= sum(w for _, w in spread.stacks) * SPREAD_UNIT / cpu_ns * 0.999
 
     # Bad fleet input: one line, status 2.
     for bad, why in (
-        (f"pyroscope://{host}/fleet-diff?version=9&from=now-10m", "no profiles"),
+        (f"pyroscope://{host}/{service}?version=9&from=now-10m", "no profiles"),
         (f"pyroscope://{host}/?from=now-10m", "expected pyroscope://HOST:PORT/SERVICE"),
-        (f"pyroscope://{host}/fleet-diff?from=yesterday", "bad time"),
-        ("pyroscope://127.0.0.1:9/fleet-diff", "the query failed"),
+        (f"pyroscope://{host}/{service}?from=yesterday", "bad time"),
+        (f"pyroscope://127.0.0.1:9/{service}", "the query failed"),
     ):
         r = subprocess.run(
             [sys.executable, "-m", "leadline", "diff", bad, new],

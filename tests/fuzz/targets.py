@@ -21,7 +21,7 @@ replay every kept crasher through exactly this oracle, without the fuzzer.
   with a fixed good profile both ways and per unit of work (JSON and HTML).
 - ``collapsed``: folded stacks as ``leadline diff`` reads them, likewise.
 - ``pyroscope``: the answers of a Pyroscope server to ``leadline diff pyroscope://...``: the
-  merged profile and the companion sample-count profile, parsed by ``fleet_side``.
+  merged profile and the companion sample-count (and spread) profile, parsed by ``fleet_side``.
 """
 
 from __future__ import annotations
@@ -271,14 +271,17 @@ def _query() -> FleetQuery:
 
 
 def pyroscope(data: bytes) -> None:
-    """``u32 n, n bytes: the merged profile; the rest: the sample-count profile``: the two
-    answers of a server to ``leadline diff pyroscope://...`` (CPU time), parsed and compared."""
+    """``u32 n, n bytes: the merged profile; the rest: the sample-count profile``: the
+    answers of a server to ``leadline diff pyroscope://...`` (CPU time), parsed and compared.
+    The spread query (cpu_spread) gets the sample-count answer too: the same hostile bytes
+    through the path that turns a spread into each stack's variance."""
     n = struct.unpack("<I", data[:4])[0] if len(data) >= 4 else 0
     merged, counts = data[4 : 4 + n], data[4 + n :]
     answers = {"merged": merged, "counts": counts}
 
     def answer(q: FleetQuery) -> bytes:
-        return answers["counts" if ":samples:count:" in q.profile_type else "merged"]
+        companion = ":cpu:nanoseconds:" not in q.profile_type
+        return answers["counts" if companion else "merged"]
 
     with oracle():
         _compare(diff.fleet_side(_query(), answer))

@@ -52,9 +52,16 @@ from ..capture.foreign import (
 from ..capture.reader import MAGIC, Capture
 from ..capture.stop import stopped_early
 from ..errors import LeadlineError
-from ..fleet.pyroscope import FleetQuery, is_fleet_url, parse_fleet_url, select_merge_profile
+from ..fleet.pyroscope import (
+    FleetQuery,
+    companion_type,
+    is_fleet_url,
+    parse_fleet_url,
+    select_merge_profile,
+)
+from ..render.encode import PprofMetric
 from .culprits import STDLIB, Culprit, Folded, find_culprits, fold_recursion, owner_of
-from .model import Stack
+from .model import SPREAD_UNIT, row_spread
 from .samples import load_profile, selected
 from .stacktree import StackTree, TreePath
 from .stats import chi2_ratio, compare_runs, t_threshold
@@ -155,7 +162,7 @@ class Side:
     # named a caller for its callee, so shares are no surer than that.
     racy: float = 0.0
     # A sampling capture's: `node_var` holds, per node, the sum of the squared weights of the
-    # reads its weight came from (_row_spread; a read counted one weighs 1), which is how much
+    # reads its weight came from (row_spread; a read counted one weighs 1), which is how much
     # a sum of such reads varies.
     squares: bool = False
     complete: bool = True  # False: a capture cut short (its total is not a whole run's)
@@ -235,7 +242,7 @@ def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
     # 18.6% over 17 identical runs counted in samples, 8.0% to 15.1% in CPU time), while the
     # CPU time they stand for stays right.  So cpu-mode sides are weighed in CPU time, and the
     # counting noise of a sum of unequal weights is the sum of their squares, taken per
-    # distinct stack from the reads its weight came from (_row_spread): the side's quantum, what
+    # distinct stack from the reads its weight came from (row_spread): the side's quantum, what
     # one of its reads weighs on average, is those sums over its total weight.
     #
     # But a sample stands for no more than MAX_SAMPLE_PERIODS periods of CPU time: the sample
@@ -279,7 +286,7 @@ def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
     spread = 0.0
     for s, w in weighted:
         frames = s.frames
-        squares = _row_spread(s, float(w), s.cpu_sq if cpu_weights else float(w), idle)
+        squares = row_spread(s, float(w), s.cpu_sq if cpu_weights else float(w), idle)
         spread += squares
         if isinstance(frames, TreePath) and frames.tree is frame_tree:
             side.add(node_of[frames.node], float(w), squares)
@@ -300,18 +307,6 @@ def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
         side.complete = False
         side.warnings.append(f"{path}: incomplete capture; comparing the samples it holds")
     return side
-
-
-def _row_spread(s: Stack, w: float, squares: float, idle: bool) -> float:
-    """How much the weight `w` of a distinct stack's samples varies, as the sum of the squared
-    weights of the reads it came from.  The records' own squares (`squares`) count too little
-    when some records are no reads but weight given to earlier ones (SAMPLE_GIVEN: a late tick
-    or reads that could not stand for where the thread was, spread over its fair samples): in
-    a 0.4 s run with most reads deferred, one stack's 58 records held 15.6 ms from a few reads,
-    not 58.  Those reads' weights are not in the capture; as equal parts of `w` they vary
-    least, so that is the bound taken with the records' squares."""
-    reads = s.reads if idle else s.reads - s.idle_reads
-    return max(squares, w * w / reads) if reads > 0 else w * w
 
 
 def _from_trace(path: str, cap: Capture) -> Side:
@@ -444,17 +439,22 @@ def clock_step_ns(cap: Capture) -> float:
     return 0.0 if clock is None else clock.period_ns * 13.0 / 12.0
 
 
-def _from_foreign(path: str, prof: ForeignProfile) -> Side:
+def _from_foreign(path: str, prof: ForeignProfile, spread: ForeignProfile | None = None) -> Side:
+    """`spread`: the same pushes' cpu_spread (a fleet aggregate's), each stack's in node_var."""
     intern = _Interner()
-    stacks = [
-        (tuple(intern(f.name, f.file, f.func_line) for f in frames), w) for frames, w in prof.stacks
-    ]
     tree = StackTree()
     weight = [0.0]
-    for p, w in stacks:
-        node = tree.add(p)
-        weight.extend([0.0] * (len(tree) - len(weight)))
-        weight[node] += w
+    var = [0.0]
+    for values, k in ((prof.stacks, 0), (spread.stacks if spread else [], 1)):
+        for frames, w in values:
+            node = tree.add(tuple(intern(f.name, f.file, f.func_line) for f in frames))
+            grow = [0.0] * (len(tree) - len(weight))
+            weight.extend(grow)
+            var.extend(grow)
+            if k == 0:
+                weight[node] += w
+            elif w > 0:  # a hostile server's negative spread is no spread
+                var[node] += w * SPREAD_UNIT
     seconds: float | None = None
     unit = "samples"
     quantum = 1.0
@@ -485,7 +485,7 @@ def _from_foreign(path: str, prof: ForeignProfile) -> Side:
         meta={"comments": prof.comments},
         tree=tree,
         weight=weight,
-        node_var=[0.0] * len(weight),
+        node_var=var,
         node_calls=[0] * len(weight),
     )
 
@@ -499,18 +499,33 @@ def _smallest(weights: Iterable[float]) -> float:
 Fetch = Callable[[FleetQuery], bytes]  # asks Pyroscope (select_merge_profile)
 
 
+def _agent_cpu(query: FleetQuery, in_ns: bool) -> bool:
+    """Whether the aggregate (`in_ns`: its weights are times) is CPU time as leadline's agent
+    pushes it, with its companions."""
+    return in_ns and query.profile_type.startswith("process_cpu:cpu:nanoseconds:")
+
+
+def _companion(query: FleetQuery, metric: PprofMetric, fetch: Fetch) -> ForeignProfile | None:
+    """The same pushes' `metric`, or None where the server has none (pushes of an older agent,
+    or of another profiler) or its answer cannot be read."""
+    try:
+        prof = read_pprof(
+            query.shown,
+            fetch(replace(query, profile_type=companion_type(query.profile_type, metric))),
+        )
+    except LeadlineError:
+        return None
+    return prof if prof.stacks else None
+
+
 def _fleet_quantum(query: FleetQuery, side: Side, fetch: Fetch) -> float:
     """The weight of one sample of a fleet aggregate.  Pyroscope's merged profile says its
     period is one second whatever the rate was, so for CPU time the sample count comes from the
     companion ``samples:count`` profile that leadline's agent pushes alongside."""
-    if side.unit != "ns" or not query.profile_type.startswith("process_cpu:cpu:nanoseconds:"):
+    if not _agent_cpu(query, side.unit == "ns"):
         return side.quantum
-    counts_type = query.profile_type.replace(":cpu:nanoseconds:", ":samples:count:", 1)
-    try:
-        counts = read_pprof(query.shown, fetch(replace(query, profile_type=counts_type)))
-    except LeadlineError:
-        return _smallest(side.weight)
-    n = sum(w for _, w in counts.stacks)
+    counts = _companion(query, "samples", fetch)
+    n = sum(w for _, w in counts.stacks) if counts else 0
     return side.total / n if n > 0 else _smallest(side.weight)
 
 
@@ -518,14 +533,33 @@ def fleet_side(
     query: FleetQuery, fetch: Fetch = select_merge_profile, sample_type: str | None = None
 ) -> Side:
     """A fleet aggregate from Pyroscope: the server's answers to `query` (and to its companion
-    sample-count query), which `fetch` asks for, read as a Side.  Everything a server says is
-    parsed here, so this is what the fuzzer feeds with hostile answers."""
+    sample-count and spread queries), which `fetch` asks for, read as a Side.  Everything a
+    server says is parsed here, so this is what the fuzzer feeds with hostile answers.
+
+    The counting noise of CPU time is the sum of its reads' squared weights (_from_sampling),
+    which the agent pushes as cpu_spread: on a busy machine, where most reads are set aside and
+    a few fair ones carry the time (beside three CPU hogs on two cores, 20 to 100 fair reads'
+    worth of evidence in a 4 s run at 100 Hz, of 400 records), the sample count alone made a
+    fleet diff sure of shares that moved by 10 to 15 points between identical runs.  Each
+    stack's spread is at least what the sample count gives it (pushes without a spread, mixed
+    into the aggregate, count so)."""
     prof = read_pprof(query.shown, fetch(query), sample_type)
     if not prof.stacks:
         raise LeadlineError(f"{query.shown}: no profiles in that time range")
-    side = _from_foreign(query.shown, prof)
+    spread = (
+        _companion(query, "cpu_spread", fetch)
+        if _agent_cpu(query, prof.unit == "nanoseconds")
+        else None
+    )
+    side = _from_foreign(query.shown, prof, spread)
     side.kind = "pyroscope"
     side.quantum = _fleet_quantum(query, side, fetch)
+    if spread is not None and side.total > 0:
+        side.node_var = [
+            max(v, w * side.quantum) for v, w in zip(side.node_var, side.weight, strict=True)
+        ]
+        side.squares = True
+        side.quantum = sum(side.node_var) / side.total
     return side
 
 
@@ -747,7 +781,7 @@ def _costs(side: Side, mapping: list[int], scale: float) -> Costs:
     incl_at = t.subtree_sums(own)
     c.present = t.reached([w != 0 for w in own])
     outer = t.outermost(c.keys)
-    # A sampled side's spreads (sums of its reads' squared weights, _row_spread), per node:
+    # A sampled side's spreads (sums of its reads' squared weights, row_spread), per node:
     # summed per function as its costs are, in the same pass.
     squares = side.node_var if sampled and side.squares else None
     squares_at = t.subtree_sums(squares) if squares is not None else None

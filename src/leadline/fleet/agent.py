@@ -39,7 +39,13 @@ from ..record.profiler import ProfileOptions, Profiler
 from ..record.recorder import CaptureFile, signals_blocked, thread_names
 from ..render.encode import to_pprof
 from .delivery import Delivery, Endpoint, Upload, safe_url
-from .pyroscope import check_labels, endpoint_from_env, ingest_params, parse_labels
+from .pyroscope import (
+    FLEET_CPU_METRICS,
+    check_labels,
+    endpoint_from_env,
+    ingest_params,
+    parse_labels,
+)
 
 FLUSH_GRACE_S = 1.5  # the sampler hands a partly filled chunk over within 1 s
 ENV_PREFIX = "LEADLINE_"
@@ -244,7 +250,7 @@ class Agent(Profiler):
         cpu = _running_only(profile)
         self.pushed_samples += sum(st.samples for st in cpu.stacks)
         if cpu.stacks:
-            body = to_pprof(cpu, ("samples", "cpu"), labels)
+            body = to_pprof(cpu, FLEET_CPU_METRICS, labels)
             self._delivery.submit(self._upload(body, start_ns, end_ns))
         if self.config.memory:
             growth = _growth_only(profile)
@@ -319,7 +325,15 @@ def _without_threads(p: SampleProfile, tids: set[int]) -> SampleProfile:
 def _running_only(p: SampleProfile) -> SampleProfile:
     """CPU samples: the samples in which the thread ran (cpu mode marks the others idle)."""
     stacks = [
-        Stack(s.frames, s.thread, samples=s.samples - s.idle, cpu_ns=s.cpu_ns)
+        Stack(
+            s.frames,
+            s.thread,
+            samples=s.samples - s.idle,
+            cpu_ns=s.cpu_ns,
+            cpu_sq=s.cpu_sq,
+            reads=s.reads,
+            idle_reads=s.idle_reads,
+        )
         for s in p.stacks
         if s.samples > s.idle or s.cpu_ns > 0
     ]

@@ -17,21 +17,28 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 from .. import __version__
-from ..analyse.model import Metric, SampleProfile, Stack, Thread
+from ..analyse.model import SPREAD_UNIT, Metric, SampleProfile, Stack, Thread, row_spread
 from ..errors import LeadlineError
 from .untrusted import escape_surrogates
 
-PprofMetric = Literal["samples", "cpu", "wall", "memory"]
-PPROF_METRICS: tuple[PprofMetric, ...] = ("samples", "cpu", "wall", "memory")
+PprofMetric = Literal["samples", "cpu", "wall", "memory", "cpu_spread"]
+PPROF_METRICS: tuple[PprofMetric, ...] = ("samples", "cpu", "wall", "memory", "cpu_spread")
+# What to_pprof writes unless asked: cpu_spread is for the fleet agent (and so for `diff` of a
+# fleet aggregate), not for people's pprof tools.
+PPROF_DEFAULT_METRICS = frozenset(PPROF_METRICS) - {"cpu_spread"}
 
-# pprof's (type, unit) for each metric; "wall" is samples x the sampling period.
+# pprof's (type, unit) for each metric; "wall" is samples x the sampling period; "cpu_spread"
+# is the sum of the squared CPU times of the reads behind a stack's CPU time (row_spread), in
+# square microseconds (so that a fleet's merged sums stay far inside an int64), which tells a
+# merged aggregate how many fair reads its CPU time rests on: samples/count does not (cpu mode
+# writes a record per period of CPU time whatever the reads were).
 PPROF_SAMPLE_TYPES: dict[PprofMetric, tuple[str, str]] = {
     "samples": ("samples", "count"),
     "cpu": ("cpu", "nanoseconds"),
     "wall": ("wall", "nanoseconds"),
     "memory": ("rss", "bytes"),
+    "cpu_spread": ("cpu_spread", "square_microseconds"),
 }
-
 NO_FRAMES = "(no Python frames)"  # the folded line of a sample whose stack was empty
 SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 SPEEDSCOPE_UNITS: dict[Metric, str] = {"samples": "none", "cpu": "nanoseconds", "memory": "bytes"}
@@ -186,7 +193,7 @@ def _pprof_metrics(
     profile: SampleProfile, metric_set: Iterable[PprofMetric] | None
 ) -> list[PprofMetric]:
     """The sample types asked for (or the default ones), in PPROF_METRICS order."""
-    wanted = set(metric_set) if metric_set is not None else set(PPROF_METRICS)
+    wanted = set(metric_set) if metric_set is not None else set(PPROF_DEFAULT_METRICS)
     if metric_set is None and not profile.memory:
         wanted.discard("memory")
     if "memory" in wanted:
@@ -278,6 +285,9 @@ def _pprof_samples(
                 "wall": stack.samples * period,
                 "memory": stack.rss_bytes,
             }
+            if "cpu_spread" in metrics:
+                spread = row_spread(stack, stack.cpu_ns, stack.cpu_sq, idle=False)
+                weights["cpu_spread"] = round(spread / SPREAD_UNIT) if stack.cpu_ns > 0 else 0
             values = [weights[m] for m in metrics]
             if not any(values):
                 continue
