@@ -116,11 +116,16 @@ def test_a_fleet_side_is_as_sure_as_the_reads_the_agent_pushed() -> None:
         # ...and 100 ms from ten reads of 10 ms each.
         Stack((1,), 1, samples=10, cpu_ns=100 * ms, cpu_sq=10 * (10.0 * ms) ** 2, reads=10),
     ])  # fmt: skip
-    answers = {m: gzip.decompress(to_pprof(push, (m,), ())) for m in FLEET_CPU_METRICS}
+    # Each metric's pprof, by its sample type's name (the second field of a profile type).
+    answers: dict[str, bytes] = {
+        m: gzip.decompress(to_pprof(push, (m,), ())) for m in FLEET_CPU_METRICS
+    }
 
     def fetch(q: FleetQuery) -> bytes:
-        metric = {"cpu": "cpu", "samples": "samples", "cpu_spread": "cpu_spread"}
-        return answers[metric[q.profile_type.split(":")[1]]]  # type: ignore[index]
+        name = q.profile_type.split(":")[1]
+        if name not in answers:
+            raise LeadlineError(f"{q.shown}: the query failed (no such profile type)")
+        return answers[name]
 
     query = parse_fleet_url("pyroscope://127.0.0.1:4040/svc?from=now-10m")
     side = fleet_side(query, fetch)
@@ -134,13 +139,7 @@ def test_a_fleet_side_is_as_sure_as_the_reads_the_agent_pushed() -> None:
 
     # An older agent's pushes (no spread) or another profiler's: one record, one read.
     del answers["cpu_spread"]
-
-    def without_spread(q: FleetQuery) -> bytes:
-        if ":cpu_spread:" in q.profile_type:
-            raise LeadlineError("no such profile type")
-        return fetch(q)
-
-    side = fleet_side(query, without_spread)
+    side = fleet_side(query, fetch)
     assert not side.squares and side.quantum == pytest.approx(10 * ms)
 
     # A hostile server's negative spread is none: each stack keeps what its records give it.

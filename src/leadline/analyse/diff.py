@@ -61,7 +61,7 @@ from ..fleet.pyroscope import (
 )
 from ..render.encode import PprofMetric
 from .culprits import STDLIB, Culprit, Folded, find_culprits, fold_recursion, owner_of
-from .model import SPREAD_UNIT, row_spread
+from .model import SPREAD_UNIT, Frame, row_spread
 from .samples import load_profile, selected
 from .stacktree import StackTree, TreePath
 from .stats import chi2_ratio, compare_runs, t_threshold
@@ -445,16 +445,19 @@ def _from_foreign(path: str, prof: ForeignProfile, spread: ForeignProfile | None
     tree = StackTree()
     weight = [0.0]
     var = [0.0]
-    for values, k in ((prof.stacks, 0), (spread.stacks if spread else [], 1)):
-        for frames, w in values:
-            node = tree.add(tuple(intern(f.name, f.file, f.func_line) for f in frames))
-            grow = [0.0] * (len(tree) - len(weight))
-            weight.extend(grow)
-            var.extend(grow)
-            if k == 0:
-                weight[node] += w
-            elif w > 0:  # a hostile server's negative spread is no spread
-                var[node] += w * SPREAD_UNIT
+
+    def node_of(frames: Sequence[Frame]) -> int:
+        node = tree.add(tuple(intern(f.name, f.file, f.func_line) for f in frames))
+        grow = [0.0] * (len(tree) - len(weight))
+        weight.extend(grow)
+        var.extend(grow)
+        return node
+
+    for frames, w in prof.stacks:
+        weight[node_of(frames)] += w
+    for frames, w in spread.stacks if spread else ():
+        if w > 0:  # a hostile server's negative spread is no spread
+            var[node_of(frames)] += w * SPREAD_UNIT
     seconds: float | None = None
     unit = "samples"
     quantum = 1.0
@@ -553,10 +556,11 @@ def fleet_side(
     )
     side = _from_foreign(query.shown, prof, spread)
     side.kind = "pyroscope"
-    side.quantum = _fleet_quantum(query, side, fetch)
+    per_record = _fleet_quantum(query, side, fetch)
+    side.quantum = per_record
     if spread is not None and side.total > 0:
         side.node_var = [
-            max(v, w * side.quantum) for v, w in zip(side.node_var, side.weight, strict=True)
+            max(v, w * per_record) for v, w in zip(side.node_var, side.weight, strict=True)
         ]
         side.squares = True
         side.quantum = sum(side.node_var) / side.total

@@ -25,14 +25,6 @@ from ..render.encode import PPROF_SAMPLE_TYPES, PprofMetric, protobuf_message
 from .delivery import Endpoint, HTTPFailure, request
 
 LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
-CPU_TYPE = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
-RSS_TYPE = "rss:rss:bytes:cpu:nanoseconds"
-PROFILE_TYPES = {"cpu": CPU_TYPE, "samples": "process_cpu:samples:count:cpu:nanoseconds"}
-PROFILE_TYPES["memory"] = RSS_TYPE
-# The pprof sample types of the agent's CPU profile: Pyroscope keeps each as a profile type of
-# its own (NAME:TYPE:UNIT:PERIOD_TYPE:PERIOD_UNIT), which companion_type names.
-FLEET_CPU_METRICS: tuple[PprofMetric, ...] = ("samples", "cpu", "cpu_spread")
-SCHEMES = {"pyroscope": "http", "pyroscope+http": "http", "pyroscope+https": "https"}
 
 
 def companion_type(profile_type: str, metric: PprofMetric) -> str:
@@ -40,6 +32,16 @@ def companion_type(profile_type: str, metric: PprofMetric) -> str:
     its samples count, its spread)."""
     name, _, _, *period = profile_type.split(":")
     return ":".join((name, *PPROF_SAMPLE_TYPES[metric], *period))
+
+
+CPU_TYPE = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+RSS_TYPE = "rss:rss:bytes:cpu:nanoseconds"
+PROFILE_TYPES = {"cpu": CPU_TYPE, "samples": companion_type(CPU_TYPE, "samples")}
+PROFILE_TYPES["memory"] = RSS_TYPE
+# The pprof sample types of the agent's CPU profile: Pyroscope keeps each as a profile type of
+# its own (NAME:TYPE:UNIT:PERIOD_TYPE:PERIOD_UNIT), which companion_type names.
+FLEET_CPU_METRICS: tuple[PprofMetric, ...] = ("samples", "cpu", "cpu_spread")
+SCHEMES = {"pyroscope": "http", "pyroscope+http": "http", "pyroscope+https": "https"}
 
 
 def label_value(value: str) -> str:

@@ -39,6 +39,7 @@ PPROF_SAMPLE_TYPES: dict[PprofMetric, tuple[str, str]] = {
     "memory": ("rss", "bytes"),
     "cpu_spread": ("cpu_spread", "square_microseconds"),
 }
+
 NO_FRAMES = "(no Python frames)"  # the folded line of a sample whose stack was empty
 SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 SPEEDSCOPE_UNITS: dict[Metric, str] = {"samples": "none", "cpu": "nanoseconds", "memory": "bytes"}
