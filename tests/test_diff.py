@@ -9,6 +9,7 @@ import io
 import json
 import math
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -590,6 +591,44 @@ def test_cpu_mode_is_weighed_in_cpu_time(runs: dict[str, Path], tmp_path: Path) 
     assert load_side(str(runs["base"])).quantum == data["base"]["quantum"]
     # A sample stands for about one period of CPU time (more when ticks were late).
     assert 0.2e6 < quantum <= 2e6
+
+
+def test_a_sample_counts_spread_is_its_reads(runs: dict[str, Path]) -> None:
+    """A wall-mode sample count varies as the reads it came from: a read written as four
+    records (three given to it at its tick: a late tick, or the pool's weight) is one draw of
+    4, whose square is 16, not four draws of 1; a record given at another tick counts alone.
+    Seen beside CPU hogs: a 2.5 s exception-mode run's 150 kept reads were 35 reads' worth of
+    evidence, and a function's share 8.5 points sure where equal weights said 6."""
+    from leadline.analyse.diff import _from_sampling
+    from leadline.analyse.samples import load_profile
+    from leadline.capture.reader import SAMPLE_GIVEN, SAMPLE_IDLE, Progress, Sample
+
+    with Capture(runs["base"]) as real:
+        first = next(r for r in real.samples() if not r[2] & (SAMPLE_GIVEN | SAMPLE_IDLE))
+    t, thread, flags, stack, cpu, _ = first
+    records: list[Sample] = [
+        (t, thread, flags, stack, cpu, 0),  # a read that stands for four ticks
+        (t, thread, flags | SAMPLE_GIVEN, stack, 0, 0),
+        (t, thread, flags | SAMPLE_GIVEN, stack, 0, 0),
+        (t, thread, flags | SAMPLE_GIVEN, stack, 0, 0),
+        (t + 10, thread, flags, stack, cpu, 0),  # a read of its own
+        (t + 20, thread, flags | SAMPLE_GIVEN, stack, 0, 0),  # given at another tick
+        (t + 30, thread, flags | SAMPLE_IDLE, stack, 0, 0),  # idle, at a tick of its own
+        (t + 30, thread, flags | SAMPLE_IDLE | SAMPLE_GIVEN, stack, 0, 0),
+    ]
+
+    class Made(Capture):
+        def samples(self, progress: Progress | None = None) -> Iterator[Sample]:
+            return iter(records)
+
+    with Made(runs["base"]) as cap:
+        cap.meta["options"]["mode"] = "wall"
+        (row,) = load_profile(cap).stacks
+        assert (row.samples, row.reads, row.idle, row.idle_reads) == (8, 3, 2, 1)
+        assert (row.samples_sq, row.idle_sq) == (16 + 1 + 1 + 4, 4)
+        # The diff's weights: busy records, their spread, one read's worth on average.
+        side = _from_sampling(str(runs["base"]), cap, idle=False)
+        assert side.total == 6 and sum(side.node_var) == 18 and side.quantum == 3
 
 
 @HOOK_KIND_ENDS

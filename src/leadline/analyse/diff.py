@@ -286,7 +286,8 @@ def _from_sampling(path: str, cap: Capture, idle: bool) -> Side:
     spread = 0.0
     for s, w in weighted:
         frames = s.frames
-        squares = row_spread(s, float(w), s.cpu_sq if cpu_weights else float(w), idle)
+        counted = s.samples_sq if idle else s.samples_sq - s.idle_sq
+        squares = row_spread(s, float(w), s.cpu_sq if cpu_weights else counted, idle)
         spread += squares
         if isinstance(frames, TreePath) and frames.tree is frame_tree:
             side.add(node_of[frames.node], float(w), squares)

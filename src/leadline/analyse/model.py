@@ -64,6 +64,11 @@ class Stack:
     idle_reads: int = 0
     cpu_ns: int = 0  # CPU time the thread used, attributed to this stack
     cpu_sq: float = 0.0  # the sum of each of those samples' CPU time squared (its spread)
+    # The sum over its reads of the records each stands for, squared (a read and the records
+    # given to it at the same tick: SAMPLE_GIVEN), and of them the idle reads': the spread of
+    # its sample count, as cpu_sq is of its CPU time.
+    samples_sq: float = 0.0
+    idle_sq: float = 0.0
     rss_bytes: int = 0  # RSS change attributed to this stack (--memory); may be negative
     # Of its reads, those that found the thread holding the GIL, waiting for it, or neither
     # (format 1.3; reads that cannot tell count in none of them).
@@ -90,9 +95,11 @@ def row_spread(s: Stack, w: float, squares: float, idle: bool) -> float:
     when some records are no reads but weight given to earlier ones (SAMPLE_GIVEN: a late tick
     or reads that could not stand for where the thread was, spread over its fair samples): in
     a 0.4 s run with most reads deferred, one stack's 58 records held 15.6 ms from a few reads,
-    not 58.  Those reads' weights are not in the capture; as equal parts of `w` they vary
-    least, so that is the bound taken with the records' squares.  `idle`: the reads that found
-    the thread idle count (wall mode with idle samples)."""
+    not 58.  A sample count's squares are its reads' (`Stack.samples_sq`: the records given
+    to a read follow it at its tick); the CPU time a read was given is in its own record, but
+    weight given at another tick (what a thread's pool held when it ended) is no read's, and
+    as equal parts of `w` the reads vary least, so that is the bound taken with the squares.
+    `idle`: the reads that found the thread idle count (wall mode with idle samples)."""
     reads = s.reads if idle else s.reads - s.idle_reads
     return max(squares, w * w / reads) if reads > 0 else w * w
 

@@ -329,6 +329,11 @@ def _fold_samples(
         and cap.format >= (1, 3)
         else None
     )
+    # The read the records at hand belong to: its tick and thread, its row, how many records
+    # it has so far (a read's records given to it follow it, at its tick).
+    read_at: tuple[int, int] = (-1, -1)
+    read_row: Stack | None = None
+    read_n = 0
     for t, serial, flags, stack, cpu, drss in cap.samples(progress):
         gil = gil_state(flags)
         if lanes is not None and not flags & (SAMPLE_GIVEN | SAMPLE_TASK_WAITING):
@@ -356,6 +361,15 @@ def _fold_samples(
         if not flags & SAMPLE_GIVEN:
             row.reads += 1
             row.idle_reads += flags & SAMPLE_IDLE
+            read_at, read_row, read_n = (t, serial), row, 0
+        elif read_row is not row or read_at != (t, serial):
+            read_row, read_n = None, 0  # weight given at another tick: a record alone
+        # The read's count grows from n to n + 1 records: its square by 2n + 1.
+        grown = 2.0 * read_n + 1.0
+        read_n += 1
+        row.samples_sq += grown
+        if flags & SAMPLE_IDLE:
+            row.idle_sq += grown
         used = cpu if cpu_cap_ns is None else min(cpu, int(cpu_cap_ns))
         row.cpu_ns += used
         row.cpu_sq += float(used) * used
