@@ -143,12 +143,13 @@ def funcs(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def share_with_error(capture: Path, name: str) -> tuple[float, float]:
-    """The inclusive share (percent) of a sampling capture that the function `name` has, as
-    `leadline diff` weighs it, and its standard error in points, from the reads behind each
-    stack (their squared weights, row_spread): on a busy machine a few fair reads carry the
-    weight of many that were set aside, so the evidence is far less than the count of records
-    (beside CPU hogs, 35 effective reads of 150 in a 2.5 s run at 500 Hz)."""
+def share_with_error(capture: Path, name: str, own: bool = False) -> tuple[float, float]:
+    """The inclusive share (percent; with `own`, the self share) of a sampling capture that
+    the function `name` has, as `leadline diff` weighs it, and its standard error in points,
+    from the reads behind each stack (their squared weights, row_spread): on a busy machine a
+    few fair reads carry the weight of many that were set aside, so the evidence is far less
+    than the count of records (beside CPU hogs, 35 effective reads of 150 in a 2.5 s run at
+    500 Hz)."""
     from leadline.analyse.diff import _costs, load_side
 
     side = load_side(str(capture))
@@ -157,8 +158,9 @@ def share_with_error(capture: Path, name: str) -> tuple[float, float]:
     total = costs.total
     if not ids or total <= 0:
         return 0.0, 100.0
-    w = sum(costs.incl.get(i, 0.0) for i in ids)
-    spread_in = sum(costs.incl_var.get(i, 0.0) for i in ids)
+    cost, spreads = (costs.self_, costs.self_var) if own else (costs.incl, costs.incl_var)
+    w = sum(cost.get(i, 0.0) for i in ids)
+    spread_in = sum(spreads.get(i, 0.0) for i in ids)
     spread = sum(side.node_var)
     p = w / total
     var = ((1 - p) ** 2 * spread_in + p**2 * max(spread - spread_in, 0.0)) / total**2
