@@ -352,6 +352,7 @@ print("pending:", sorted(signal.sigpending()))
     with_c: dict[int, list[bool]] = {}
     with Capture(capture) as cap:
         assert cap.end is not None and cap.end["native_stops"] > 0, cap.end
+        end = cap.end
         pid = cap.meta["pid"]
         for _, serial, _, stack, _, _ in cap.samples():
             kinds, module_line = [], 0
@@ -368,6 +369,12 @@ print("pending:", sorted(signal.sigpending()))
     assert not any(with_c[main]), "the main thread blocks the signal: no C frames"
     parked = [s for s in with_c if any(with_c[s])]
     assert len(parked) == 1 and sum(with_c[parked[0]]) > 10, with_c
+    # END counts the parks refused (the main thread's, at each tick it ran: its samples after
+    # the mask, but for those it had not run since the last) among the samples without C frames.
+    refused, unread, ticks = end["native_unanswered"], end["native_unread"], end["ticks"]
+    assert isinstance(refused, int) and isinstance(unread, int) and isinstance(ticks, int), end
+    assert 0 < refused and 0 < unread, end
+    assert len(with_c[main]) > 10 and refused <= ticks * len(with_c), end
 
 
 def test_piped_standard_input(tmp_path: Path) -> None:

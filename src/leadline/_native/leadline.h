@@ -30,7 +30,7 @@
 
 /* ---- capture format constants (docs/format.md) ---- */
 #define LL_FORMAT_MAJOR 1
-#define LL_FORMAT_MINOR 9
+#define LL_FORMAT_MINOR 10
 
 /* Each list below exists once: the C code uses its enum, and the module exports it to Python
  * as a dict of name -> number (CHUNK_KINDS, EVENT_KINDS, MARK_KINDS), so nothing is copied. */

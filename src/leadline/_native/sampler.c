@@ -222,6 +222,7 @@ typedef struct {
     int native; /* each thread's C frames too (dump, attach and run --native) */
     uint64_t native_stops; /* threads stopped to unwind their C stacks */
     uint64_t native_unread; /* --native samples with their Python frames alone (native_stack) */
+    uint64_t native_unanswered; /* run --native: parks refused or not answered in time */
     /* run --native: the registers and stack copy of the thread of this process whose walk was
      * just read parked (ctx.tid 0: none), unwound after it has gone on; the copy's buffer. */
     LLNativeContext ctx;
@@ -863,6 +864,10 @@ static ThreadSlot *thread_of(Sampler *S, Target *T, const uint8_t *ts, int tid_o
 #define LL_PARK_CLAIMED (1ull << 31) /* above any thread id (pid_max is at most 2^22) */
 static _Atomic uint64_t request, answered, left_alone;
 static _Atomic uint32_t released;
+/* Counts the handler's answers (the futex word the sampler sleeps on while it waits for one,
+ * `waiting` set meanwhile). */
+static _Atomic uint32_t answers;
+static _Atomic int waiting;
 static uint32_t generation;
 static _Atomic int installed; /* 1: ours; -1: the program's signal, never used */
 static _Atomic int sleeping;  /* the parked thread went to sleep on the futex */
@@ -905,6 +910,9 @@ static void on_park(int sig, siginfo_t *info, void *context) {
         uint64_t spin_end = ll_monotonic_ns() + LL_PARK_SPIN_NS;
         if (atomic_load(&want_regs)) save_regs(context);
         atomic_store(&answered, r);
+        atomic_fetch_add(&answers, 1);
+        if (atomic_load(&waiting))
+            syscall(SYS_futex, &answers, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
         for (;;) {
             uint32_t seen = atomic_load(&released);
             if (seen == gen || atomic_load(&request) != mine) break;
@@ -949,26 +957,29 @@ static int ll_park_install(void) {
     return installed > 0 ? 0 : -1;
 }
 
-/* Whether thread `tid` of this process blocks the signal (`also_pending`: or has one still
- * pending, sent when it could not take it at once and kept off a CPU since), 1 if that cannot
- * be told: such a thread is not asked, or the signal would wait in it, where the program could
- * see it, or pile up.  (A pending one says nothing of later parks: a thread that blocks the
- * signal is never asked again, one with a signal pending only not until it has taken it.) */
-static int ll_park_signal_in(pid_t tid, int also_pending) {
+/* Whether thread `tid` of this process blocks the signal, and whether it has one pending: 0,
+ * or -1 if that cannot be told. */
+static int ll_park_signal_state(pid_t tid, int *blocked, int *pending) {
     char buf[2048];
-    if (read_task_file(getpid(), tid, "status", buf, sizeof buf) < 0) return 1;
+    if (read_task_file(getpid(), tid, "status", buf, sizeof buf) < 0) return -1;
     const char *pnd = strstr(buf, "\nSigPnd:"), *blk = strstr(buf, "\nSigBlk:");
-    if (!pnd || !blk) return 1;
-    unsigned long long mask = strtoull(blk + 8, NULL, 16);
-    if (also_pending) mask |= strtoull(pnd + 8, NULL, 16);
-    return (int)(mask >> (park_signal() - 1) & 1);
+    if (!pnd || !blk) return -1;
+    int bit = park_signal() - 1;
+    *blocked = (int)(strtoull(blk + 8, NULL, 16) >> bit & 1);
+    *pending = (int)(strtoull(pnd + 8, NULL, 16) >> bit & 1);
+    return 0;
 }
 
-static int ll_park_blocked(pid_t tid) { return ll_park_signal_in(tid, 0); }
+/* Whether thread `tid` of this process blocks the signal, 1 if that cannot be told: such a
+ * thread is not asked, or the signal would wait in it, where the program could see it. */
+static int ll_park_blocked(pid_t tid) {
+    int blocked, pending;
+    return ll_park_signal_state(tid, &blocked, &pending) || blocked;
+}
 
 /* Asks thread `tid` of this process to stop where it is and waits up to `wait_ns` for it (on
- * this CPU for the first `spin_ns`, then in short sleeps, which leave the CPU to it): 1 if
- * it has stopped (ll_unpark() lets it go; it goes by itself after LL_PARK_MAX_NS), else 0.
+ * this CPU for the first `spin_ns`, then asleep until its handler answers, which leaves the
+ * CPU to it): 1 if it has stopped (ll_unpark() lets it go; it goes by itself after LL_PARK_MAX_NS), else 0.
  * Between the two, the caller must not take a lock or allocate: the stopped thread may hold
  * any lock of the process. */
 static int ll_park(pid_t tid, uint64_t wait_ns, uint64_t spin_ns, int check_mask) {
@@ -985,28 +996,47 @@ static int ll_park(pid_t tid, uint64_t wait_ns, uint64_t spin_ns, int check_mask
      * where the program's sigpending() saw it.  A walk that raced parks its thread far less
      * often, and reads the mask when it first parks it and after a park that failed: the
      * read, of a /proc file, before each of its parks left a generator pipeline sampled at
-     * 2 kHz with 3.1% of its samples torn where 1% is its bound (under AddressSanitizer). */
-    if (check_mask && ll_park_signal_in(tid, 1)) return 0;
+     * 2 kHz with 3.1% of its samples torn where 1% is its bound (under AddressSanitizer).
+     * One that has the signal pending still (asked at an earlier tick, kept off a CPU past
+     * that wait, and not on one since) is not sent another, which would queue behind it: the
+     * pending one answers this request when the thread runs (the handler takes any request
+     * for its thread).  Refused instead, a thread kept off a CPU for a tick lost its C frames
+     * at every tick until it ran. */
+    int pending = 0;
+    if (check_mask) {
+        int blocked;
+        if (ll_park_signal_state(tid, &blocked, &pending) || blocked) return 0;
+    }
     if (++generation == 0) generation = 1;
     uint64_t r = (uint64_t)generation << 32 | (uint32_t)tid;
     atomic_store(&request, r);
-    if (syscall(SYS_tgkill, getpid(), tid, park_signal())) {
+    if (!pending && syscall(SYS_tgkill, getpid(), tid, park_signal())) {
         atomic_store(&request, 0);
         return 0;
     }
     uint64_t start = ll_monotonic_ns();
-    while (atomic_load(&answered) != r) {
+    for (;;) {
+        uint32_t seen = atomic_load(&answers);
+        if (atomic_load(&answered) == r) return 1;
         uint64_t now = ll_monotonic_ns();
         uint64_t expected = r;
         /* Taken back unless a handler has just taken it: then it answers in a moment. */
         if (now - start >= wait_ns && atomic_compare_exchange_strong(&request, &expected, 0))
             return 0; /* a late handler finds no request and goes on */
-        if (now - start >= spin_ns) {
-            struct timespec pause = {0, 20000};
-            nanosleep(&pause, NULL);
+        if (now - start < spin_ns || expected != r) {
+            ll_cpu_relax();
+            continue;
         }
+        /* Asleep until an answer (the handler wakes the futex when `waiting` is set; set
+         * before `answered` is looked at again, one of the two sees the other). */
+        atomic_store(&waiting, 1);
+        if (atomic_load(&answered) != r) {
+            uint64_t left = wait_ns - (now - start);
+            struct timespec ts = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
+            syscall(SYS_futex, &answers, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+        }
+        atomic_store(&waiting, 0);
     }
-    return 1;
 }
 
 static void ll_unpark(void) {
@@ -1027,8 +1057,21 @@ static void ll_unpark(void) {
 #define LL_NATIVE_STACK_COPY (512u << 10) /* the most of a stack copied (deeper: cut short) */
 /* How long the sampler waits for a thread to answer (past LL_PARK_WAIT_NS, asleep): one kept
  * off a CPU by others answers when it is given one, which on a busy machine takes longer than
- * the walk of a raced thread may wait; one that does not is sampled without its C frames. */
+ * the walk of a raced thread may wait; one that does not is sampled without its C frames.  Its
+ * stack is the one it had at the tick, however late it answers: off a CPU it runs no code of
+ * its own, and the signal is taken before any.  So the wait is up to half an interval from
+ * the tick's start, and no less than LL_NATIVE_PARK_WAIT_NS (seen in CI, two CPU hogs beside,
+ * a 2 ms wait at 200 Hz: 291 of 545 samples of a numpy program without their C frames).  Three
+ * quarters made the ticks late more often (a numpy program at 200 Hz, its thread at nice 5
+ * beside two CPU hogs: 12-29 ticks missed of 440, against 8-21 at half and 3-8 before) and
+ * read no more stacks (9-12% of the samples without C frames, 6-12% at half, 11-18% before). */
 #define LL_NATIVE_PARK_WAIT_NS 2000000u
+static uint64_t native_park_wait(const Sampler *S) {
+    uint64_t budget = S->interval_ns / 2, now = ll_monotonic_ns();
+    if (budget < LL_NATIVE_PARK_WAIT_NS) budget = LL_NATIVE_PARK_WAIT_NS;
+    uint64_t until = S->now_ns + budget;
+    return until > now + LL_PARK_WAIT_NS ? until - now : LL_PARK_WAIT_NS;
+}
 
 /* The mapping of this process that holds `addr`, from /proc/self/maps, read with system calls
  * alone (the thread whose stack it is may be parked holding the allocator's or stdio's lock):
@@ -1080,11 +1123,13 @@ static int mapping_of(uint64_t addr, uint64_t *lo, uint64_t *hi) {
 static int park_for_context(Sampler *S, ThreadSlot *slot) {
     if (!S->ctx_stack || !slot->tid) return 0;
     atomic_store(&want_regs, 1);
-    int parked = ll_park(slot->tid, LL_NATIVE_PARK_WAIT_NS, LL_PARK_WAIT_NS, 1);
+    int parked = ll_park(slot->tid, native_park_wait(S), LL_PARK_WAIT_NS, 1);
     atomic_store(&want_regs, 0);
     if (parked) {
         slot->held_ns = ll_monotonic_ns();
         S->native_stops++;
+    } else {
+        S->native_unanswered++;
     }
     return parked;
 }
@@ -2342,7 +2387,7 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
             held_ns += S->targets[i].threads[k].held_total_ns;
     return Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:N,s:K,s:N,s:i,"
-        "s:K,s:K}",
+        "s:K,s:K,s:K}",
         "ticks",
         (unsigned long long)S->ticks, "samples", (unsigned long long)S->samples, "missed",
         (unsigned long long)S->missed, "torn", (unsigned long long)S->torn, "deferred",
@@ -2355,7 +2400,8 @@ static PyObject *sampler_finish(PyObject *self, PyObject *unused) {
         (unsigned long long)S->exit_t, "parked", (unsigned long long)S->parked, "held",
         (unsigned long long)S->held, "gil_reads", gil, "locals", locals, "locals_held_ns",
         (unsigned long long)held_ns, "thread_names", names, "native", S->native, "native_stops",
-        (unsigned long long)S->native_stops, "native_unread", (unsigned long long)S->native_unread);
+        (unsigned long long)S->native_stops, "native_unread", (unsigned long long)S->native_unread,
+        "native_unanswered", (unsigned long long)S->native_unanswered);
 }
 
 /* close(end): END is bytes, or a callable that makes them (see ll_writer_close_py). */

@@ -251,6 +251,7 @@ END_FIELDS: dict[str, Check] = {
     "native_held_ns": _uint,
     "native_stops": _uint,
     "native_unread": _uint,
+    "native_unanswered": _uint,
     # probe
     "counts": _dict_of(_uint),
     "ratios": _dict_of(_optional(_number_in(-1.8e308, 1.8e308))),

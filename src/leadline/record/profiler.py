@@ -149,6 +149,7 @@ def _end_fields(counters: dict[str, Any], written: dict[str, Any]) -> dict[str, 
         fields["native_held_ns"] = counters["locals_held_ns"]
         fields["native_stops"] = counters["native_stops"]
         fields["native_unread"] = counters["native_unread"]
+        fields["native_unanswered"] = counters["native_unanswered"]  # run --native (1.10)
     return fields
 
 
