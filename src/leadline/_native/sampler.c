@@ -135,6 +135,7 @@ typedef struct {
     double mean_ns, mean_ticks;     /* what a fair sample took from it lately (pay_flat) */
     double owed_ticks; /* the part of a record (a tick; cpu mode: a period) its next is owed */
     uint64_t fair_tick;         /* the schedule's tick (due_tick) of its last fair sample */
+    int stretch; /* its reads since its last fair one have been found ones (weigh) */
     uint64_t seen; /* tick it was last seen in */
     uint32_t raced; /* the fraction of its recent first walks that raced, x 2^16 (walk_thread) */
     int park;       /* it can be parked: 1 yes, -1 no (it blocks the signal), 0 not known yet */
@@ -507,8 +508,9 @@ static void emit(Sampler *S, uint64_t t, const Pending *p, uint64_t now) {
  * time used; ticks the thread was busy, missed ticks included: a tick taken late stands for
  * the ones it covers). */
 
-/* Emits what is left in a thread's pool as its sampling ends (it ended, or sampling stops):
- * spread over its last fair stacks, or at the last stack it was seen in if it had none. */
+/* Emits what is left in a thread's pool as its sampling ends (it ended, or sampling stops), or
+ * at the first found read of a stretch without fair ones (weigh): spread over its last fair
+ * stacks, or at the last stack it was seen in if it had none. */
 static void flush_pool(Sampler *S, ThreadSlot *t, uint64_t tick) {
     uint64_t now = ll_monotonic_ns();
     uint32_t n = t->nrecent < LL_RECENT ? t->nrecent : LL_RECENT;
@@ -525,7 +527,10 @@ static void flush_pool(Sampler *S, ThreadSlot *t, uint64_t tick) {
         if (!t->pool_ns) return;
         double want = t->owed_ticks + (double)t->pool_ns / (double)S->interval_ns;
         ticks = want >= 1.0 ? (uint64_t)want : 1;
-        t->owed_ticks = 0.0;
+        /* What a record more or less leaves over is owed to the next, as in pay_flat (a
+         * found read's flush, weigh, is followed by more records). */
+        t->owed_ticks = want - (double)ticks;
+        if (t->owed_ticks < -1.0) t->owed_ticks = -1.0;
     }
     if (!t->pool_ns && !ticks) return;
     if (ticks < n) n = ticks ? (uint32_t)ticks : 1;
@@ -1001,37 +1006,47 @@ static int ll_park(pid_t tid, uint64_t wait_ns, uint64_t spin_ns, int check_mask
      * that wait, and not on one since) is not sent another, which would queue behind it: the
      * pending one answers this request when the thread runs (the handler takes any request
      * for its thread).  Refused instead, a thread kept off a CPU for a tick lost its C frames
-     * at every tick until it ran. */
-    int pending = 0;
-    if (check_mask) {
-        int blocked;
-        if (ll_park_signal_state(tid, &blocked, &pending) || blocked) return 0;
-    }
+     * at every tick until it ran.  The request is made before the mask is read: a pending signal taken between the two
+     * (the thread given a CPU just then) finds it, instead of finding none and leaving the
+     * sampler to wait for an answer that cannot come. */
     if (++generation == 0) generation = 1;
     uint64_t r = (uint64_t)generation << 32 | (uint32_t)tid;
     atomic_store(&request, r);
-    if (!pending && syscall(SYS_tgkill, getpid(), tid, park_signal())) {
-        atomic_store(&request, 0);
-        return 0;
+    int send = 1;
+    if (check_mask) {
+        int blocked, pending;
+        if (ll_park_signal_state(tid, &blocked, &pending) || blocked) {
+            uint64_t expected = r;
+            if (atomic_compare_exchange_strong(&request, &expected, 0)) return 0;
+            send = 0; /* taken by a pending signal meanwhile: its handler answers */
+        } else {
+            send = !pending && atomic_load(&request) == r;
+        }
+    }
+    if (send && syscall(SYS_tgkill, getpid(), tid, park_signal())) {
+        uint64_t expected = r;
+        if (atomic_compare_exchange_strong(&request, &expected, 0)) return 0;
     }
     uint64_t start = ll_monotonic_ns();
     for (;;) {
         uint32_t seen = atomic_load(&answers);
         if (atomic_load(&answered) == r) return 1;
-        uint64_t now = ll_monotonic_ns();
+        uint64_t elapsed = ll_monotonic_ns() - start;
         uint64_t expected = r;
         /* Taken back unless a handler has just taken it: then it answers in a moment. */
-        if (now - start >= wait_ns && atomic_compare_exchange_strong(&request, &expected, 0))
+        if (elapsed >= wait_ns && atomic_compare_exchange_strong(&request, &expected, 0))
             return 0; /* a late handler finds no request and goes on */
-        if (now - start < spin_ns || expected != r) {
+        if (elapsed < spin_ns) {
             ll_cpu_relax();
             continue;
         }
         /* Asleep until an answer (the handler wakes the futex when `waiting` is set; set
-         * before `answered` is looked at again, one of the two sees the other). */
+         * before `answered` is looked at again, one of the two sees the other), or a moment
+         * for a handler that took the request as the wait ended (it may be kept off its CPU
+         * between the two, where spinning would compete with it). */
+        uint64_t left = expected != r ? 20000u : wait_ns - elapsed;
         atomic_store(&waiting, 1);
         if (atomic_load(&answered) != r) {
-            uint64_t left = wait_ns - (now - start);
             struct timespec ts = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
             syscall(SYS_futex, &answers, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
         }
@@ -1060,7 +1075,9 @@ static void ll_unpark(void) {
  * the walk of a raced thread may wait; one that does not is sampled without its C frames.  Its
  * stack is the one it had at the tick, however late it answers: off a CPU it runs no code of
  * its own, and the signal is taken before any.  So the wait is up to half an interval from
- * the tick's start, and no less than LL_NATIVE_PARK_WAIT_NS (seen in CI, two CPU hogs beside,
+ * the tick's start, and no less than LL_NATIVE_PARK_WAIT_NS: a budget the tick's threads share
+ * (a thread asked once it is spent waits LL_PARK_WAIT_NS), so that a tick with several threads
+ * kept off a CPU is not late by 2 ms for each, as it was (seen in CI, two CPU hogs beside,
  * a 2 ms wait at 200 Hz: 291 of 545 samples of a numpy program without their C frames).  Three
  * quarters made the ticks late more often (a numpy program at 200 Hz, its thread at nice 5
  * beside two CPU hogs: 12-29 ticks missed of 440, against 8-21 at half and 3-8 before) and
@@ -1281,6 +1298,7 @@ static int weigh(Sampler *S, ThreadSlot *slot, int idle, int is_fair, Pending *p
         return !S->cpu_mode;
     }
     if (is_fair) {
+        slot->stretch = 0;
         to_pool(slot, cpu, ticks);
         pay_flat(S, slot, p);
         slot->recent[slot->nrecent++ % LL_RECENT] = p->stack;
@@ -1298,8 +1316,18 @@ static int weigh(Sampler *S, ThreadSlot *slot, int idle, int is_fair, Pending *p
          * one read, found just after a stretch of unfair ones (up to LL_RECENT_TICKS of the
          * thread's time), it made a few reads most of a busy run's weight (in the pipeline
          * test's program, sanitized and beside a second one, 8 of 683 reads carried 14% of its
-         * CPU time, and a stage's share moved 10 points between identical runs). */
-        flush_pool(S, slot, tick);
+         * CPU time, and a stage's share moved 10 points between identical runs).  That is at
+         * the stretch's first found read; later ones take what came in since (the CPU of idle
+         * reads, the ticks of torn ones: not worth a record of their own, which a flush of
+         * them made, nor their place in an earlier phase). */
+        if (!slot->stretch) {
+            flush_pool(S, slot, tick);
+            slot->stretch = 1;
+        } else {
+            p->cpu += slot->pool_ns;
+            p->repeat += slot->pool_ticks;
+            slot->pool_ns = slot->pool_ticks = 0;
+        }
         slot->since_ns = slot->since_ticks = 0;
         return 1;
     }
