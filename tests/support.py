@@ -150,21 +150,32 @@ def share_with_error(capture: Path, name: str, own: bool = False) -> tuple[float
     few fair reads carry the weight of many that were set aside, so the evidence is far less
     than the count of records (beside CPU hogs, 35 effective reads of 150 in a 2.5 s run at
     500 Hz)."""
+    return shares_with_errors(capture, [name], own)[name]
+
+
+def shares_with_errors(
+    capture: Path, names: Sequence[str], own: bool = False
+) -> dict[str, tuple[float, float]]:
+    """share_with_error for each of `names`, the capture loaded and weighed once."""
     from leadline.analyse.diff import _costs, load_side
 
     side = load_side(str(capture))
     costs = _costs(side, list(range(len(side.funcs))), 1.0)
-    ids = [i for i, f in enumerate(side.funcs) if f.name == name]
     total = costs.total
-    if not ids or total <= 0:
-        return 0.0, 100.0
     cost, spreads = (costs.self_, costs.self_var) if own else (costs.incl, costs.incl_var)
-    w = sum(cost.get(i, 0.0) for i in ids)
-    spread_in = sum(spreads.get(i, 0.0) for i in ids)
     spread = sum(side.node_var)
-    p = w / total
-    var = ((1 - p) ** 2 * spread_in + p**2 * max(spread - spread_in, 0.0)) / total**2
-    return 100.0 * p, 100.0 * var**0.5
+    out = {}
+    for name in names:
+        ids = [i for i, f in enumerate(side.funcs) if f.name == name]
+        if not ids or total <= 0:
+            out[name] = (0.0, 100.0)
+            continue
+        w = sum(cost.get(i, 0.0) for i in ids)
+        spread_in = sum(spreads.get(i, 0.0) for i in ids)
+        p = w / total
+        var = ((1 - p) ** 2 * spread_in + p**2 * max(spread - spread_in, 0.0)) / total**2
+        out[name] = (100.0 * p, 100.0 * var**0.5)
+    return out
 
 
 def traced(

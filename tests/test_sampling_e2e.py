@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import ALTERNATING, find_python, leadline, report, run, share_with_error, write
+from support import ALTERNATING, find_python, leadline, report, run, shares_with_errors, write
 
 import leadline as ll
 from leadline import _native
@@ -426,7 +426,8 @@ def test_a_pipeline_of_generators_is_read_as_it_runs(tmp_path: Path) -> None:
         limit = {(3, 10): 0.001, (3, 12): 0.03}.get(sys.version_info[:2], 0.01)
         assert data["samples"] > 4000 and data["torn"] <= limit * data["samples"], data
         runs[kind].append(shares(data))
-        errors[kind].append({n: share_with_error(cap, n, own=True)[1] for n in PIPELINE_STAGES})
+        weighed = shares_with_errors(cap, PIPELINE_STAGES, own=True)
+        errors[kind].append({n: error for n, (_, error) in weighed.items()})
         with contextlib.closing(Capture(cap)) as c:
             end = c.end or {}
         counts[kind].append({k: end.get(k) for k in (*SAMPLER_COUNTERS, "samples")})

@@ -984,7 +984,8 @@ static int ll_park_blocked(pid_t tid) {
 
 /* Asks thread `tid` of this process to stop where it is and waits up to `wait_ns` for it (on
  * this CPU for the first `spin_ns`, then asleep until its handler answers, which leaves the
- * CPU to it): 1 if it has stopped (ll_unpark() lets it go; it goes by itself after LL_PARK_MAX_NS), else 0.
+ * CPU to it): 1 if it has stopped (ll_unpark() lets it go; it goes by itself after
+ * LL_PARK_MAX_NS), else 0.
  * Between the two, the caller must not take a lock or allocate: the stopped thread may hold
  * any lock of the process. */
 static int ll_park(pid_t tid, uint64_t wait_ns, uint64_t spin_ns, int check_mask) {
@@ -1006,9 +1007,9 @@ static int ll_park(pid_t tid, uint64_t wait_ns, uint64_t spin_ns, int check_mask
      * that wait, and not on one since) is not sent another, which would queue behind it: the
      * pending one answers this request when the thread runs (the handler takes any request
      * for its thread).  Refused instead, a thread kept off a CPU for a tick lost its C frames
-     * at every tick until it ran.  The request is made before the mask is read: a pending signal taken between the two
-     * (the thread given a CPU just then) finds it, instead of finding none and leaving the
-     * sampler to wait for an answer that cannot come. */
+     * at every tick until it ran.  The request is made before the mask is read: a pending
+     * signal taken between the two (the thread given a CPU just then) finds it, instead of
+     * finding none and leaving the sampler to wait for an answer that cannot come. */
     if (++generation == 0) generation = 1;
     uint64_t r = (uint64_t)generation << 32 | (uint32_t)tid;
     atomic_store(&request, r);
