@@ -249,6 +249,35 @@ def test_signal_after_a_fork(tmp_path: Path) -> None:
     assert compare(["prog.py"], tmp_path)["python"].stdout == "20 waited for\n"
 
 
+def test_a_slow_after_fork_hook(tmp_path: Path) -> None:
+    """leadline's threads, stopped for a fork, start again once os.fork has returned: 3.13
+    counts the parent's threads after its after-fork hooks, and warns about forking a
+    multi-threaded process if it finds ours.  A hook of the program's that takes 30 ms and
+    calls functions (traced events) ran past the tracer's 1 ms fallback, which CI's busy
+    machine also did with none (`trace` warned in test_signal_after_a_fork)."""
+    write(
+        tmp_path,
+        "prog.py",
+        """\
+        import os, time
+        def step(i):
+            return i * 2
+        def slow():
+            end = time.monotonic() + 0.03
+            while time.monotonic() < end:
+                step(1)
+        os.register_at_fork(after_in_parent=slow)
+        for _ in range(3):
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+        print("forked 3 times")
+        """,
+    )
+    assert compare(["prog.py"], tmp_path)["python"].stdout == "forked 3 times\n"
+
+
 # A pipeline of generators: its stack changes every microsecond or so, so the sampler reads
 # its threads parked (docs/run.md, "Stacks that change under the sampler").
 PIPELINE = """\
@@ -365,7 +394,10 @@ print("pending:", sorted(signal.sigpending()))
             if "py" in kinds and not (cap.tasks[serial].tid == pid and module_line < mask_line):
                 with_c.setdefault(serial, []).append("c" in kinds)
         tids = {serial: cap.tasks[serial].tid for serial in with_c}
-    main = next(s for s, tid in tids.items() if tid == pid)
+    summary = {tids[s]: (sum(c), len(c)) for s, c in with_c.items()}  # tid: (with C, all)
+    mains = [s for s, tid in tids.items() if tid == pid]
+    assert mains, f"no sample of the main thread after its mask: {summary}, {end}"
+    main = mains[0]
     assert not any(with_c[main]), "the main thread blocks the signal: no C frames"
     parked = [s for s in with_c if any(with_c[s])]
     assert len(parked) == 1 and sum(with_c[parked[0]]) > 10, with_c

@@ -63,13 +63,18 @@
 #define LL_RACY 3277u
 /* What a thread's samples stand for ("fair samples", below) goes to its pool, and each fair
  * sample takes the same from it: the mean of what came in per fair sample over about the last
- * LL_MEAN_OVER (pay_flat), if the last fair one was taken within LL_RECENT_TICKS ticks of the
- * schedule (256: beside two CPU hogs and more, a window of 64 left the cpu-mode accuracy
- * test's heaviest function 2.2 points low once, its samples counted where they were found);
- * else a sample that is not fair stays where it was found, and what waited in the pool goes to
- * the last fair ones.  LL_RECENT: the last fair stacks a thread's pool goes to then, and when its
- * sampling ends. */
+ * LL_MEAN_OVER (pay_flat), if the last fair one was taken recently: within LL_RECENT_NS of the
+ * schedule, in ticks, LL_RECENT_MIN_TICKS to LL_RECENT_TICKS (256 at 1 kHz: beside two CPU hogs
+ * and more, a window of 64 left the cpu-mode accuracy test's heaviest function 2.2 points low
+ * once, its samples counted where they were found; 256 ticks at 100 Hz, the default rate, were
+ * 2.6 s, and a program's phase of a second or two with no fair read gave all its time to the
+ * phase before: a thread that blocked the parking signal from a line on had no sample after
+ * it, in a CI stage); else a sample that is not fair stays where it was found, and what waited
+ * in the pool goes to the last fair ones.  LL_RECENT: the last fair stacks a thread's pool goes
+ * to then, and when its sampling ends. */
 #define LL_RECENT 32
+#define LL_RECENT_NS 500000000u
+#define LL_RECENT_MIN_TICKS 32
 #define LL_RECENT_TICKS 256
 #define LL_MEAN_OVER 4.0
 /* A tick is on time when the sampler, woken, waited at most this long for a CPU (the kernel's
@@ -210,6 +215,7 @@ typedef struct {
     pthread_cond_t cv;
     int thread_started, stopping;
     uint64_t interval_ns;
+    uint64_t recent_ticks; /* LL_RECENT_NS in ticks, LL_RECENT_MIN_TICKS to LL_RECENT_TICKS */
     int cpu_mode, memory, subprocesses, in_process;
     /* A thread running an asyncio task: its stack from the task (tasks.c); 2: and each tick,
      * the stacks of the tasks waiting on its loop (--async all). */
@@ -548,13 +554,13 @@ static void flush_pool(Sampler *S, ThreadSlot *t, uint64_t tick) {
 /* This tick's place in the schedule: ticks taken and missed, this one and those it covers. */
 static uint64_t due_tick(const Sampler *S) { return S->ticks + S->missed; }
 
-/* Whether the thread had a fair sample within LL_RECENT_TICKS ticks of the schedule (taken or
+/* Whether the thread had a fair sample within recent_ticks ticks of the schedule (taken or
  * missed: time, not the sampler's luck) before the stretch this tick stands for began.  A late
  * tick's weight goes to the fair samples from before the sampler was held up; a thread seen
  * running on time only now and then is not given samples from far back in its run. */
 static int recent_fair(const Sampler *S, const ThreadSlot *t) {
     uint64_t before = due_tick(S) - S->covers; /* the previous tick taken */
-    return t->nrecent && before - t->fair_tick <= LL_RECENT_TICKS;
+    return t->nrecent && before - t->fair_tick <= S->recent_ticks;
 }
 
 /* What the thread used that no fair sample stands for yet (`cpu` ns; `ticks` in wall mode)
@@ -1314,7 +1320,7 @@ static int weigh(Sampler *S, ThreadSlot *slot, int idle, int is_fair, Pending *p
          * function that ran 0.4 s of a 2 s run missing from the report, its time given to the
          * function before it).  What waited in the pool came in while its last fair samples
          * were recent, and goes to them (flush_pool), as when its sampling ends: put on this
-         * one read, found just after a stretch of unfair ones (up to LL_RECENT_TICKS of the
+         * one read, found just after a stretch of unfair ones (up to recent_ticks of the
          * thread's time), it made a few reads most of a busy run's weight (in the pipeline
          * test's program, sanitized and beside a second one, 8 of 683 reads carried 14% of its
          * CPU time, and a stage's share moved 10 points between identical runs).  That is at
@@ -2266,6 +2272,9 @@ static PyObject *sampler_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         return NULL;
     }
     S->interval_ns = (uint64_t)(1e9 / rate);
+    S->recent_ticks = LL_RECENT_NS / (S->interval_ns ? S->interval_ns : 1);
+    if (S->recent_ticks < LL_RECENT_MIN_TICKS) S->recent_ticks = LL_RECENT_MIN_TICKS;
+    if (S->recent_ticks > LL_RECENT_TICKS) S->recent_ticks = LL_RECENT_TICKS;
     S->cpu_mode = cpu;
     S->memory = memory;
     S->subprocesses = subprocesses;

@@ -119,6 +119,7 @@ typedef struct LLSession {
     int64_t max_depth;
     uint64_t flush_ticks;
     uint64_t resume_after; /* after a fork: tick at which the threads restart */
+    int fork_held;         /* os.fork runs through the recorder's wrapper, which restarts them */
     PyObject *filter;         /* callable(filename, qualname) -> bool, or NULL */
     PyObject *exclude_prefix; /* str: leadline's own files are never traced */
     PyObject *disable;        /* sys.monitoring.DISABLE, or NULL */
@@ -541,8 +542,11 @@ static __attribute__((noinline, cold)) int session_resume(LLSession *s) {
 }
 
 /* Recording?  Just after a fork the parent records into its buffers as usual and restarts its
- * threads 1 ms later: os.fork() counts the process's threads after running the Python
- * after-fork callbacks, whose own events must not bring the threads back before that. */
+ * threads when os.fork has returned (the recorder's wrapper says when: fork_held), or, for a
+ * fork that does not come through it, 1 ms later: 3.13's os.fork counts the process's threads
+ * after running the Python after-fork callbacks, whose own events must not bring the threads
+ * back before that (1 ms was not always enough: a busy machine kept the parent off its CPU
+ * longer, and 3.13 warned about forking a multi-threaded process). */
 static inline int session_ready(LLSession *s) {
     if (LL_LIKELY(s->active == 1)) return 1;
     if (s->active != LL_RESUME) return 0;
@@ -852,7 +856,7 @@ static void atfork_parent(void) {
     if (s) {
         pthread_mutex_unlock(&s->w.mu);
         if (s->active == 1 && (s->w.paused || s->rss.paused)) {
-            s->resume_after = ll_ticks() + s->flush_ticks / 1000;
+            s->resume_after = s->fork_held ? UINT64_MAX : ll_ticks() + s->flush_ticks / 1000;
             s->active = LL_RESUME;
         }
     }
@@ -1141,10 +1145,26 @@ static void session_dealloc(PyObject *self) {
     Py_TYPE(self)->tp_free(self);
 }
 
+/* fork_held(True) as os.fork is called through the recorder's wrapper: its threads, stopped
+ * for the fork, stay stopped in the parent until fork_held(False), once os.fork has returned. */
+static PyObject *session_fork_held(PyObject *self, PyObject *arg) {
+    LLSession *s = (LLSession *)self;
+    int held = PyObject_IsTrue(arg);
+    if (held < 0) return NULL;
+    pthread_mutex_lock(&ll_global_lock);
+    s->fork_held = held;
+    int resume = !held && s->active == LL_RESUME;
+    pthread_mutex_unlock(&ll_global_lock);
+    if (resume) session_resume(s);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef session_methods[] = {
     {"hook", session_hook, METH_O, "hook(kind) -> callable for one event kind"},
     {"install_profile", session_install_profile, METH_NOARGS,
      "Install the C profile hook on every thread (Python < 3.12)."},
+    {"fork_held", session_fork_held, METH_O,
+     "fork_held(held): os.fork runs through the wrapper, which restarts the threads."},
     {"finish", session_finish, METH_NOARGS, "Stop recording; return counters."},
     {"close", session_close, METH_VARARGS, "Write END, flush and close the capture."},
     {NULL, NULL, 0, NULL},

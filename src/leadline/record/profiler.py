@@ -192,8 +192,6 @@ class Profiler(Recorder):
         self.options = options or ProfileOptions()
         self.options.validate()
         self.result: ProfileResult | None = None
-        self._real_fork: Callable[[], int] | None = None
-        self._in_fork = False
 
     def _options(self) -> dict[str, Any]:
         return asdict(self.options)
@@ -215,33 +213,12 @@ class Profiler(Recorder):
             self._native.resume()
         elif not self._in_fork:
             # 3.13 counts the process's threads for its multi-threaded-fork warning after
-            # this hook: a fork that did not come through our os.fork wrapper restarts the
-            # sampler from a pending call of the main thread, 1 ms later.
+            # this hook: a fork that did not come through the os.fork wrapper (Recorder._fork)
+            # restarts the sampler from a pending call of the main thread, 1 ms later.
             self._native.resume(later=True)
 
-    def _fork(self) -> int:
-        """os.fork while sampling (3.13+): restart the sampler once fork has returned, after
-        Python's count of the parent's threads."""
-        assert self._real_fork is not None
-        self._in_fork = True
-        try:
-            pid = self._real_fork()
-        finally:
-            self._in_fork = False
-        if pid != 0:
-            self._native.resume()
-        return pid
-
-    def _start(self) -> None:
-        super()._start()
-        if sys.version_info >= (3, 13):
-            self._real_fork = os.fork
-            os.fork = self._fork
-
-    def _uninstall(self) -> None:
-        if self._real_fork is not None and os.fork == self._fork:
-            os.fork = self._real_fork
-        self._real_fork = None
+    def _fork_returned(self) -> None:
+        self._native.resume()
 
     def stop(self) -> ProfileResult:
         if self.result is None:

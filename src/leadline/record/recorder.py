@@ -360,6 +360,8 @@ class Recorder:
         self._thread_tids: dict[str, str] = {}
         self._real_exit: Callable[[int], Any] | None = None  # os._exit while we wrap it
         self._real_thread_start: Callable[[threading.Thread], None] | None = None
+        self._real_fork: Callable[[], int] | None = None  # os.fork while we wrap it (3.13+)
+        self._in_fork = False
         self.record: RecordResult | None = None
         self.pid = 0  # the process that records (a forked child does not)
         self.max_bytes = 0  # the capture's size limit (0: none), set when it starts
@@ -392,6 +394,13 @@ class Recorder:
     def _after_fork_in_parent(self) -> None:
         pass
 
+    def _fork_begins(self) -> None:
+        """os.fork is about to run, called through the wrapper (_fork)."""
+
+    def _fork_returned(self) -> None:
+        """os.fork has returned in the parent (or failed), through the wrapper: Python has
+        counted the process's threads, and the recorder's own may start again."""
+
     def _finished(self) -> None:
         """Called after the capture is closed, in the recording process."""
 
@@ -414,6 +423,9 @@ class Recorder:
         self._real_exit = os._exit
         os._exit = self._exit_wrapper  # type: ignore[assignment]
         self._watch_thread_names()
+        if sys.version_info >= (3, 13):
+            self._real_fork = os.fork
+            os.fork = self._fork
         self.pid = os.getpid()
         _recording.append(self)
 
@@ -461,6 +473,9 @@ class Recorder:
         if self._real_thread_start is not None:
             threading.Thread.start = self._real_thread_start  # type: ignore[method-assign,assignment]
             self._real_thread_start = None
+        if self._real_fork is not None and os.fork == self._fork:
+            os.fork = self._real_fork
+        self._real_fork = None
         self._uninstall()
         counters = self._native.finish()
         names = {**self._thread_names, **thread_names()}
@@ -514,6 +529,25 @@ class Recorder:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _fork(self) -> int:
+        """os.fork while recording (3.13+).  The recorder's threads are stopped for a fork and
+        started again in the parent; 3.13 counts the process's threads for its multi-threaded
+        fork warning after the after-fork hooks have run (their events among them), so they
+        start again here, once os.fork has returned (a fork that does not come through here,
+        an extension's, restarts them 1 ms after it: the native recorders' fallback)."""
+        real = self._real_fork
+        assert real is not None
+        self._in_fork = True
+        self._fork_begins()
+        pid = -1
+        try:
+            pid = real()
+        finally:
+            self._in_fork = False
+            if pid != 0 and self._native is not None:
+                self._fork_returned()
+        return pid
+
     def _exit_wrapper(self, status: int) -> None:
         """os._exit skips every cleanup: finish the capture first, then exit as asked.  A
         status os._exit refuses (not an integer) raises its TypeError with the recording still
@@ -532,3 +566,4 @@ class Recorder:
 
 
 _WRAPPER_CODES.add(Recorder._exit_wrapper.__code__)
+_WRAPPER_CODES.add(Recorder._fork.__code__)

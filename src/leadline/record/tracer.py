@@ -281,6 +281,12 @@ class Tracer(Recorder):
             self._bootstrap = s.hook(HOOK["BOOTSTRAP"])
             threading.setprofile(self._bootstrap)
 
+    def _fork_begins(self) -> None:
+        self._native.fork_held(True)
+
+    def _fork_returned(self) -> None:
+        self._native.fork_held(False)
+
     def _uninstall(self) -> None:
         if _native.MONITORING and self._tool is not None:
             mon = sys.monitoring
