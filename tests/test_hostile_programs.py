@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from sameworld import MODES, assert_same, child_env, compare, leadline_run, python_run
-from support import write
+from support import funcs, report, write
 
 from leadline import _native
 from leadline.capture.reader import Capture
@@ -254,12 +254,16 @@ def test_a_slow_after_fork_hook(tmp_path: Path) -> None:
     counts the parent's threads after its after-fork hooks, and warns about forking a
     multi-threaded process if it finds ours.  A hook of the program's that takes 30 ms and
     calls functions (traced events) ran past the tracer's 1 ms fallback, which CI's busy
-    machine also did with none (`trace` warned in test_signal_after_a_fork)."""
+    machine also did with none (`trace` warned in test_signal_after_a_fork).  The hook's time
+    is its own (the coarse clock, whose sampler is stopped meanwhile, moves with its events),
+    and a child that forks again through the wrapper it kept (`from os import fork`, a daemon's
+    double fork) gets a plain fork: its recording stopped at its own fork."""
     write(
         tmp_path,
         "prog.py",
         """\
         import os, time
+        from os import fork
         def step(i):
             return i * 2
         def slow():
@@ -268,14 +272,23 @@ def test_a_slow_after_fork_hook(tmp_path: Path) -> None:
                 step(1)
         os.register_at_fork(after_in_parent=slow)
         for _ in range(3):
-            pid = os.fork()
+            pid = fork()
             if pid == 0:
-                os._exit(0)
-            os.waitpid(pid, 0)
+                grandchild = fork()
+                if grandchild == 0:
+                    os._exit(0)
+                os._exit(os.waitstatus_to_exitcode(os.waitpid(grandchild, 0)[1]))
+            print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
         print("forked 3 times")
         """,
     )
-    assert compare(["prog.py"], tmp_path)["python"].stdout == "forked 3 times\n"
+    out = compare(["prog.py"], tmp_path)["python"]
+    assert out.stdout == "0\n0\n0\nforked 3 times\n"
+    capture = tmp_path / "t.lead"
+    traced = leadline_run("trace", ["prog.py"], tmp_path, capture=capture)
+    assert_same(out, traced, "leadline trace")
+    slow = funcs(report(capture, tmp_path))["slow"]
+    assert slow["calls"] == 3 and slow["incl_ns"] >= 3 * 28e6, slow
 
 
 # A pipeline of generators: its stack changes every microsecond or so, so the sampler reads

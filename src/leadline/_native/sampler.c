@@ -2057,8 +2057,10 @@ static void stop_thread(Sampler *S) {
 /* ---- fork (in-process sampling only) ----
  * As for the tracer: the sampler and writer threads are joined before fork(), the child gets
  * neither and records nothing.  In the parent they are restarted by leadline's Python
- * after-fork hook (os.fork() counts threads before running it, and 3.12+ warns about
- * multi-threaded forks), or at once when the fork did not come through os.fork(). */
+ * after-fork hook up to 3.12 (os.fork() counts threads before running it, and 3.12+ warns about
+ * multi-threaded forks); on 3.13, which counts them after its hooks, once os.fork has returned
+ * through the recorder's wrapper, or 1 ms after the fork (resume(later=True)) for one that did
+ * not come through it; at once when the fork did not come through os.fork(). */
 static void atfork_prepare(void) {
     pthread_mutex_lock(&sampler_lock);
     Sampler *S = active_sampler;

@@ -119,7 +119,7 @@ typedef struct LLSession {
     int64_t max_depth;
     uint64_t flush_ticks;
     uint64_t resume_after; /* after a fork: tick at which the threads restart */
-    int fork_held;         /* os.fork runs through the recorder's wrapper, which restarts them */
+    int fork_held;         /* forks under way through the recorder's wrapper, which restarts them */
     PyObject *filter;         /* callable(filename, qualname) -> bool, or NULL */
     PyObject *exclude_prefix; /* str: leadline's own files are never traced */
     PyObject *disable;        /* sys.monitoring.DISABLE, or NULL */
@@ -529,7 +529,7 @@ static __attribute__((noinline, cold)) void stop_early(LLSession *s) {
 
 /* ---- the event paths shared by both hook mechanisms ---- */
 
-/* The parent of a fork() restarts its writer and sampler at its first event after it. */
+/* The parent of a fork() restarts its writer and sampler (session_ready, session_fork_held). */
 static __attribute__((noinline, cold)) int session_resume(LLSession *s) {
     pthread_mutex_lock(&ll_global_lock);
     if (s->active == LL_RESUME) {
@@ -546,11 +546,17 @@ static __attribute__((noinline, cold)) int session_resume(LLSession *s) {
  * fork that does not come through it, 1 ms later: 3.13's os.fork counts the process's threads
  * after running the Python after-fork callbacks, whose own events must not bring the threads
  * back before that (1 ms was not always enough: a busy machine kept the parent off its CPU
- * longer, and 3.13 warned about forking a multi-threaded process). */
+ * longer, and 3.13 warned about forking a multi-threaded process).  Meanwhile the RSS sampler,
+ * stopped, does not move the coarse clock: each event moves it to now, or the after-fork hooks'
+ * time (30 ms, in a test) would go to what runs after them. */
 static inline int session_ready(LLSession *s) {
     if (LL_LIKELY(s->active == 1)) return 1;
     if (s->active != LL_RESUME) return 0;
-    if (ll_ticks() >= s->resume_after) session_resume(s);
+    uint64_t now = ll_ticks();
+    if (now >= s->resume_after)
+        session_resume(s);
+    else
+        ll_rss_publish_now(&s->rss, now);
     return 1;
 }
 
@@ -840,8 +846,9 @@ PyTypeObject LLHook_Type = {
  * Before fork() the writer and sampler threads are joined: the child then inherits no thread
  * that held a lock or waited on a condition variable, and os.fork() in the parent does not see
  * extra threads (3.12+ warns about forking a multi-threaded process).  The parent restarts them
- * at its next event (active == LL_RESUME); the child records nothing and never touches the
- * parent's file. */
+ * when os.fork has returned through the recorder's wrapper (fork_held), or else at its first
+ * event 1 ms after the fork (active == LL_RESUME); the child records nothing and never touches
+ * the parent's file. */
 static void atfork_prepare(void) {
     pthread_mutex_lock(&ll_global_lock);
     LLSession *s = active_session;
@@ -855,7 +862,8 @@ static void atfork_parent(void) {
     LLSession *s = active_session;
     if (s) {
         pthread_mutex_unlock(&s->w.mu);
-        if (s->active == 1 && (s->w.paused || s->rss.paused)) {
+        if ((s->active == 1 && (s->w.paused || s->rss.paused)) ||
+            (s->active == LL_RESUME && s->fork_held)) {
             s->resume_after = s->fork_held ? UINT64_MAX : ll_ticks() + s->flush_ticks / 1000;
             s->active = LL_RESUME;
         }
@@ -1146,14 +1154,18 @@ static void session_dealloc(PyObject *self) {
 }
 
 /* fork_held(True) as os.fork is called through the recorder's wrapper: its threads, stopped
- * for the fork, stay stopped in the parent until fork_held(False), once os.fork has returned. */
+ * for the fork, stay stopped in the parent until fork_held(False), once os.fork has returned
+ * (a count: forks of two threads at once, or one from an after-fork hook, each hold them). */
 static PyObject *session_fork_held(PyObject *self, PyObject *arg) {
     LLSession *s = (LLSession *)self;
     int held = PyObject_IsTrue(arg);
     if (held < 0) return NULL;
     pthread_mutex_lock(&ll_global_lock);
-    s->fork_held = held;
-    int resume = !held && s->active == LL_RESUME;
+    if (held)
+        s->fork_held++;
+    else if (s->fork_held > 0)
+        s->fork_held--;
+    int resume = !s->fork_held && s->active == LL_RESUME;
     pthread_mutex_unlock(&ll_global_lock);
     if (resume) session_resume(s);
     Py_RETURN_NONE;

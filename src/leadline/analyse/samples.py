@@ -43,7 +43,7 @@ _RUNPY = ("runpy.py", "<frozen runpy>")
 _IN_THE_WAY = {
     "record/recorder.py": frozenset(
         {"Recorder._watch_thread_names.<locals>.start", "start", "Recorder._exit_wrapper",
-         "_exit_wrapper"}
+         "_exit_wrapper", "Recorder._fork", "_fork"}
     ),
     "record/marks.py": frozenset({"span.<locals>.wrap.<locals>.spanned", "spanned"}),
 }  # fmt: skip

@@ -360,8 +360,8 @@ class Recorder:
         self._thread_tids: dict[str, str] = {}
         self._real_exit: Callable[[int], Any] | None = None  # os._exit while we wrap it
         self._real_thread_start: Callable[[threading.Thread], None] | None = None
-        self._real_fork: Callable[[], int] | None = None  # os.fork while we wrap it (3.13+)
-        self._in_fork = False
+        self._real_fork: Callable[[], int] | None = None  # os.fork once we wrapped it (3.13+)
+        self._in_fork = 0  # forks under way through the wrapper (threads, after-fork hooks)
         self.record: RecordResult | None = None
         self.pid = 0  # the process that records (a forked child does not)
         self.max_bytes = 0  # the capture's size limit (0: none), set when it starts
@@ -474,8 +474,7 @@ class Recorder:
             threading.Thread.start = self._real_thread_start  # type: ignore[method-assign,assignment]
             self._real_thread_start = None
         if self._real_fork is not None and os.fork == self._fork:
-            os.fork = self._real_fork
-        self._real_fork = None
+            os.fork = self._real_fork  # (kept: the wrapper may be held elsewhere, and forks)
         self._uninstall()
         counters = self._native.finish()
         names = {**self._thread_names, **thread_names()}
@@ -534,17 +533,23 @@ class Recorder:
         started again in the parent; 3.13 counts the process's threads for its multi-threaded
         fork warning after the after-fork hooks have run (their events among them), so they
         start again here, once os.fork has returned (a fork that does not come through here,
-        an extension's, restarts them 1 ms after it: the native recorders' fallback)."""
+        an extension's, restarts them 1 ms after it: the native recorders' fallback).  Forks
+        under way at once (two threads', or one from an after-fork hook) hold them until the
+        last has returned.  Once the recorder has stopped (a program that kept the wrapper:
+        `from os import fork`, a forked child's second fork), it is os.fork."""
         real = self._real_fork
         assert real is not None
-        self._in_fork = True
-        self._fork_begins()
+        if self not in _recording:
+            return real()
         pid = -1
+        self._in_fork += 1
         try:
+            if self._in_fork == 1:
+                self._fork_begins()
             pid = real()
         finally:
-            self._in_fork = False
-            if pid != 0 and self._native is not None:
+            self._in_fork -= 1
+            if pid != 0 and not self._in_fork and self._native is not None:
                 self._fork_returned()
         return pid
 
