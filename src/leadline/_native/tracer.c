@@ -119,7 +119,7 @@ typedef struct LLSession {
     int64_t max_depth;
     uint64_t flush_ticks;
     uint64_t resume_after; /* after a fork: tick at which the threads restart */
-    int fork_held;         /* forks under way through the recorder's wrapper, which restarts them */
+    int fork_held;         /* a fork under way through the recorder's wrapper, which restarts them */
     PyObject *filter;         /* callable(filename, qualname) -> bool, or NULL */
     PyObject *exclude_prefix; /* str: leadline's own files are never traced */
     PyObject *disable;        /* sys.monitoring.DISABLE, or NULL */
@@ -1155,17 +1155,14 @@ static void session_dealloc(PyObject *self) {
 
 /* fork_held(True) as os.fork is called through the recorder's wrapper: its threads, stopped
  * for the fork, stay stopped in the parent until fork_held(False), once os.fork has returned
- * (a count: forks of two threads at once, or one from an after-fork hook, each hold them). */
+ * (the wrapper counts forks under way at once, and holds them from its first to its last). */
 static PyObject *session_fork_held(PyObject *self, PyObject *arg) {
     LLSession *s = (LLSession *)self;
     int held = PyObject_IsTrue(arg);
     if (held < 0) return NULL;
     pthread_mutex_lock(&ll_global_lock);
-    if (held)
-        s->fork_held++;
-    else if (s->fork_held > 0)
-        s->fork_held--;
-    int resume = !s->fork_held && s->active == LL_RESUME;
+    s->fork_held = held;
+    int resume = !held && s->active == LL_RESUME;
     pthread_mutex_unlock(&ll_global_lock);
     if (resume) session_resume(s);
     Py_RETURN_NONE;
